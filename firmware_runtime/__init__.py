@@ -1,0 +1,1 @@
+"""The device-side runtime that validates, loads and runs NPU binaries."""

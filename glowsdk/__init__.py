@@ -1,0 +1,1 @@
+"""glowsdk: a graph-lowering ML compiler SDK."""

@@ -1,0 +1,1 @@
+"""Conformance: ONNX node tests and the light model zoo, against any backend."""

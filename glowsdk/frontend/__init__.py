@@ -1,0 +1,1 @@
+"""Front ends: model formats translated into the high-level IR."""

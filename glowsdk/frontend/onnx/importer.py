@@ -1,0 +1,217 @@
+"""ONNX -> high-level IR: one ONNX node becomes one or more graph nodes (paper 3.2).
+
+Shapes are static, as in Glow. Symbolic input dims are bound by the caller
+(`input_shapes`); inputs that decide shapes or types (Reshape's shape, Slice's
+starts, ...) must be computable at compile time: from initializers, shape
+sub-graphs folded here, or graph inputs the caller binds as constants
+(`constants`). Shape sub-graphs fold away: only what the network computes at run
+time remains in the function.
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ...errors import GlowError, GraphError, ModelFileError, NeedsConstantError, UnsupportedError, \
+    UnsupportedOpsError
+from ...graph.function import Function, Module
+from ...graph.node import NodeValue
+from ...graph.types import Type
+from . import ops  # noqa: F401  (registers the converters)
+from .context import ImportContext, OnnxNode, elem_of_onnx, static_type, value_type
+from .registry import CONVERTERS
+
+MIN_OPSET = 7
+MAX_OPSET = onnx.defs.onnx_opset_version()
+
+
+def supported_ops() -> list[str]:
+    """The ONNX op types the importer translates."""
+    return sorted(CONVERTERS)
+
+
+def import_model(model: onnx.ModelProto, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 constants: Mapping[str, np.ndarray] | None = None, source: str = "model") -> Module:
+    """Translate an ONNX model into a verified Module with one Function, `main`."""
+    input_shapes = dict(input_shapes or {})
+    constants = dict(constants or {})
+    graph = model.graph
+    opset = _default_opset(model, source)
+    _check_ops(graph, source)
+
+    module = Module()
+    module.reserve_names(v.name for v in graph.output)
+    function = module.create_function("main")
+    ctx = ImportContext(module, function, opset, source)
+    initializers = {t.name for t in graph.initializer}
+    for tensor in graph.initializer:
+        array = _tensor_array(tensor, f"{source}: initializer '{tensor.name}'")
+        ctx.env[tensor.name] = module.create_constant(tensor.name, array).result()
+    known = {i.name for i in graph.input}
+    for name in list(input_shapes) + list(constants):
+        if name not in known or name in initializers:
+            inputs = ", ".join(i.name for i in graph.input if i.name not in initializers)
+            raise GlowError(f"{source}: '{name}' is not a graph input (inputs: {inputs})")
+    for value in graph.input:
+        if value.name in initializers:
+            continue
+        ctx.env[value.name] = _import_input(module, value, input_shapes, constants, source)
+
+    for proto in _topological(graph, source):
+        _convert(ctx, proto)
+
+    for value in graph.output:
+        if value.name not in ctx.env:
+            raise GraphError(f"{source}: graph output '{value.name}' is not produced by any node")
+        _check_declared_output(value, ctx.env[value.name], source)
+        function.save(ctx.env[value.name], value.name)
+    function.erase_dead()
+    module.erase_unused_storage()
+    function.verify()
+    return module
+
+
+def _default_opset(model: onnx.ModelProto, source: str) -> int:
+    versions = {o.domain: o.version for o in model.opset_import}
+    opset = versions.get("", versions.get("ai.onnx"))
+    if opset is None:
+        raise ModelFileError(f"{source}: the model imports no version of the default ONNX opset")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise UnsupportedError(f"{source}: opset {opset} is outside the supported range "
+                               f"{MIN_OPSET}..{MAX_OPSET}")
+    return opset
+
+
+def _check_ops(graph: onnx.GraphProto, source: str) -> None:
+    """Refuse the model listing every op the importer cannot translate, all at once."""
+    missing = set()
+    for node in graph.node:
+        if node.domain not in ("", "ai.onnx"):
+            missing.add(f"{node.domain}.{node.op_type}")
+        elif node.op_type not in CONVERTERS:
+            missing.add(node.op_type)
+    if missing:
+        raise UnsupportedOpsError(missing, source)
+
+
+def _tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
+    elem = elem_of_onnx(tensor.data_type, where)
+    try:
+        array = numpy_helper.to_array(tensor)
+    except (ValueError, TypeError) as err:
+        raise ModelFileError(f"{where}: cannot read tensor data ({err})") from None
+    return np.ascontiguousarray(array.astype(elem.dtype, copy=False))
+
+
+def _import_input(module: Module, value: onnx.ValueInfoProto, input_shapes: dict,
+                  constants: dict, source: str) -> NodeValue:
+    where = f"{source}: input '{value.name}'"
+    elem, dims = value_type(value)
+    if value.name in constants:
+        array = np.asarray(constants[value.name])
+        if array.dtype != elem.dtype:
+            array = array.astype(elem.dtype)
+        return module.create_constant(value.name, array).result()
+    if value.name in input_shapes:
+        shape = tuple(int(d) for d in input_shapes[value.name])
+        if dims is not None:
+            if len(shape) != len(dims):
+                raise GlowError(f"{where}: shape {_fmt(shape)} has rank {len(shape)}, the model declares "
+                                f"rank {len(dims)} ({_fmt(dims)})")
+            for given, declared in zip(shape, dims):
+                if isinstance(declared, int) and declared != given:
+                    raise GlowError(f"{where}: shape {_fmt(shape)} does not fit the declared {_fmt(dims)}")
+        if any(d < 0 for d in shape):
+            raise GlowError(f"{where}: shape {_fmt(shape)} has a negative dimension")
+        type_ = Type(elem, shape)
+    else:
+        type_ = static_type(elem, dims)
+        if type_ is None:
+            shown = "unknown rank" if dims is None else _fmt(dims)
+            raise GlowError(f"{where} has a symbolic shape ({shown}); bind it with "
+                            f"--input-shape {value.name}=DxDx...")
+    return module.create_placeholder(value.name, type_).result()
+
+
+def _fmt(dims: Sequence) -> str:
+    return "x".join("?" if d is None else str(d) for d in dims)
+
+
+def _topological(graph: onnx.GraphProto, source: str) -> list[onnx.NodeProto]:
+    """The nodes in dependency order; errors for undefined values and cycles."""
+    available = {t.name for t in graph.initializer} | {i.name for i in graph.input} | {""}
+    producer = {}
+    for node in graph.node:
+        for out in node.output:
+            if out:
+                producer[out] = node
+    order: list[onnx.NodeProto] = []
+    state: dict[int, int] = {}  # 1 = on the current path, 2 = done
+    for root in graph.node:
+        stack = [(root, iter(root.input))]
+        if state.get(id(root)) == 2:
+            continue
+        state[id(root)] = 1
+        while stack:
+            node, pending = stack[-1]
+            for name in pending:
+                if name in available:
+                    continue
+                dep = producer.get(name)
+                if dep is None:
+                    raise GraphError(f"{source}: node '{node.name or node.output[0]}' ({node.op_type}) "
+                                     f"reads '{name}', which no node, input or initializer defines")
+                if state.get(id(dep)) == 1:
+                    raise GraphError(f"{source}: the graph has a cycle through node "
+                                     f"'{dep.name or dep.output[0]}' ({dep.op_type})")
+                if state.get(id(dep)) != 2:
+                    state[id(dep)] = 1
+                    stack.append((dep, iter(dep.input)))
+                    break
+            else:
+                stack.pop()
+                state[id(node)] = 2
+                order.append(node)
+    return order
+
+
+def _convert(ctx: ImportContext, proto: onnx.NodeProto) -> None:
+    node = OnnxNode(proto, ctx)
+    try:
+        produced = CONVERTERS[proto.op_type](node)
+    except (NeedsConstantError, UnsupportedError):
+        raise
+    except GlowError as err:
+        message = str(err)
+        if not message.startswith(f"node '{node.name}"):
+            message = f"node '{node.name}' ({node.op_type}): {message}"
+        raise type(err)(f"{ctx.source}: {message}") from None
+    results = produced if isinstance(produced, (list, tuple)) else [produced]
+    for name, value in zip(node.output_names, results):
+        if name and value is not None:
+            ctx.env[name] = value
+    for name in node.output_names[len(results):]:
+        if name:
+            raise node.unsupported(f"output '{name}' is not produced by glowsdk")
+
+
+def _check_declared_output(value: onnx.ValueInfoProto, produced: NodeValue, source: str) -> None:
+    """A statically declared output type must match what the graph computes."""
+    if not value.type.HasField("tensor_type") or not value.type.tensor_type.elem_type:
+        return
+    elem, dims = value_type(value)
+    actual = produced.type
+    plain = actual.elem.quantized_storage if actual.elem.is_quantized else actual.elem
+    fits = dims is None or (len(dims) == actual.rank and all(
+        not isinstance(d, int) or d == a for d, a in zip(dims, actual.shape)))
+    if plain != elem or not fits:
+        raise GraphError(f"{source}: output '{value.name}' is declared {elem.value}<{_fmt(dims or [])}>, "
+                         f"but the graph computes {actual}")
+
+
+def function_of(module: Module) -> Function:
+    """The single function an import produces."""
+    return module.functions["main"]

@@ -1,0 +1,1 @@
+"""nn node kinds."""

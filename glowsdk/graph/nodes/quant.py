@@ -1,0 +1,1 @@
+"""quant node kinds."""

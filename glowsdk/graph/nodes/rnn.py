@@ -1,0 +1,1 @@
+"""rnn node kinds."""

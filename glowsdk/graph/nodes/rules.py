@@ -1,0 +1,61 @@
+"""Result-type rules shared by node families, so a family states its rule once."""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..node import Node
+from ..types import ElemKind, Type, broadcast_shapes
+
+
+def same_as(index: int = 0) -> Callable[[Node], Type]:
+    """The result has the type of operand `index`."""
+    return lambda node: node.inputs[index].type
+
+
+def broadcast_to(elem: ElemKind | None = None) -> Callable[[Node], Type]:
+    """Multidirectional broadcast of all operands' shapes; element kind of the first
+    operand (which all operands must share) or `elem` if given."""
+
+    def rule(node: Node) -> Type:
+        types = [v.type for v in node.present_inputs()]
+        first = types[0]
+        for other in types[1:]:
+            if not first.same_elem(other):
+                raise node.fail(f"operands must share one element kind, got {first} and {other}")
+        shape = broadcast_shapes(*[t.shape for t in types])
+        return Type(elem, shape) if elem is not None else first.with_shape(shape)
+
+    return rule
+
+
+def require_elem(node: Node, type_: Type, allowed: Callable[[ElemKind], bool], what: str) -> None:
+    """Raise a GraphError naming the node unless `type_`'s kind is allowed."""
+    if not allowed(type_.elem):
+        raise node.fail(f"{what} must be {allowed.__doc__ or 'of another kind'}, got {type_}")
+
+
+def normalise_axis(node: Node, axis: int, rank: int) -> int:
+    """Map a possibly negative axis into [0, rank); GraphError if out of range."""
+    if not -rank <= axis < max(rank, 1):
+        raise node.fail(f"axis {axis} is out of range for rank {rank}")
+    return axis % max(rank, 1)
+
+
+def is_float(kind: ElemKind) -> bool:
+    """a floating-point kind"""
+    return kind.is_float
+
+
+def is_numeric(kind: ElemKind) -> bool:
+    """a numeric (float or integer) kind"""
+    return kind.is_float or kind.is_integer
+
+
+def is_bool(kind: ElemKind) -> bool:
+    """bool"""
+    return kind is ElemKind.BOOL
+
+
+def is_index(kind: ElemKind) -> bool:
+    """int32 or int64"""
+    return kind in (ElemKind.INT32, ElemKind.INT64)

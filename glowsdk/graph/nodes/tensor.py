@@ -1,0 +1,1 @@
+"""tensor node kinds."""

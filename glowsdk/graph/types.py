@@ -1,0 +1,162 @@
+"""Element kinds and tensor types of the high-level IR (paper 3.2, 4.1).
+
+Every value in a graph has a static `Type`: an element kind and a shape, plus a
+scale and offset for quantized kinds, where value = (q - offset) * scale.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Sequence
+
+import ml_dtypes
+import numpy as np
+
+
+class ElemKind(Enum):
+    """Element kinds, named as they print. Quantized kinds end in `q`."""
+
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
+    BFLOAT16 = "bfloat16"
+    FLOAT64 = "float64"
+    INT8 = "int8"
+    UINT8 = "uint8"
+    INT16 = "int16"
+    UINT16 = "uint16"
+    INT32 = "int32"
+    UINT32 = "uint32"
+    INT64 = "int64"
+    UINT64 = "uint64"
+    BOOL = "bool"
+    QINT8 = "int8q"
+    QUINT8 = "uint8q"
+    QINT32 = "int32q"
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The numpy dtype that holds this kind's elements (raw integers for quantized)."""
+        return _DTYPES[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self in _FLOATS
+
+    @property
+    def is_quantized(self) -> bool:
+        return self in _QUANTIZED
+
+    @property
+    def is_integer(self) -> bool:
+        """Plain (non-quantized) integer kinds, int64 indices included."""
+        return not self.is_float and not self.is_quantized and self is not ElemKind.BOOL
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def quantized_storage(self) -> "ElemKind":
+        """The plain integer kind a quantized kind is stored as."""
+        return {ElemKind.QINT8: ElemKind.INT8, ElemKind.QUINT8: ElemKind.UINT8,
+                ElemKind.QINT32: ElemKind.INT32}[self]
+
+    @staticmethod
+    def from_dtype(dtype: np.dtype | type) -> "ElemKind":
+        """The plain element kind of a numpy dtype; raises KeyError for others."""
+        return _FROM_DTYPE[np.dtype(dtype)]
+
+
+_DTYPES: dict[ElemKind, np.dtype] = {
+    ElemKind.FLOAT32: np.dtype(np.float32),
+    ElemKind.FLOAT16: np.dtype(np.float16),
+    ElemKind.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    ElemKind.FLOAT64: np.dtype(np.float64),
+    ElemKind.INT8: np.dtype(np.int8),
+    ElemKind.UINT8: np.dtype(np.uint8),
+    ElemKind.INT16: np.dtype(np.int16),
+    ElemKind.UINT16: np.dtype(np.uint16),
+    ElemKind.INT32: np.dtype(np.int32),
+    ElemKind.UINT32: np.dtype(np.uint32),
+    ElemKind.INT64: np.dtype(np.int64),
+    ElemKind.UINT64: np.dtype(np.uint64),
+    ElemKind.BOOL: np.dtype(np.bool_),
+    ElemKind.QINT8: np.dtype(np.int8),
+    ElemKind.QUINT8: np.dtype(np.uint8),
+    ElemKind.QINT32: np.dtype(np.int32),
+}
+_FLOATS = {ElemKind.FLOAT32, ElemKind.FLOAT16, ElemKind.BFLOAT16, ElemKind.FLOAT64}
+_QUANTIZED = {ElemKind.QINT8, ElemKind.QUINT8, ElemKind.QINT32}
+_FROM_DTYPE = {dt: k for k, dt in _DTYPES.items() if not k.is_quantized}
+
+
+@dataclass(frozen=True)
+class Type:
+    """A static tensor type: element kind, shape, and quantization parameters.
+
+    `scale` and `offset` are set exactly when the kind is quantized.
+    """
+
+    elem: ElemKind
+    shape: tuple[int, ...]
+    scale: float | None = None
+    offset: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"negative dimension in shape {self.shape}")
+        if self.elem.is_quantized:
+            if self.scale is None or self.offset is None:
+                raise ValueError(f"quantized kind {self.elem.value} needs a scale and an offset")
+            if not (np.isfinite(self.scale) and self.scale > 0):
+                raise ValueError(f"quantization scale must be positive and finite, got {self.scale}")
+            object.__setattr__(self, "scale", float(self.scale))
+            object.__setattr__(self, "offset", int(self.offset))
+        elif self.scale is not None or self.offset is not None:
+            raise ValueError(f"{self.elem.value} is not quantized: it takes no scale or offset")
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.elem.itemsize
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.elem.dtype
+
+    def with_shape(self, shape: Sequence[int]) -> "Type":
+        """Same element kind (and quantization), another shape."""
+        return Type(self.elem, tuple(shape), self.scale, self.offset)
+
+    def with_elem(self, elem: ElemKind) -> "Type":
+        """Same shape, another plain element kind."""
+        return Type(elem, self.shape)
+
+    def same_elem(self, other: "Type") -> bool:
+        """Same element kind and, for quantized kinds, the same scale and offset."""
+        return (self.elem, self.scale, self.offset) == (other.elem, other.scale, other.offset)
+
+    def __str__(self) -> str:
+        dims = "x".join(str(d) for d in self.shape)
+        if self.elem.is_quantized:
+            return f"{self.elem.value}[{self.scale:.6g},{self.offset}]<{dims}>"
+        return f"{self.elem.value}<{dims}>"
+
+    @staticmethod
+    def of(array: np.ndarray) -> "Type":
+        """The plain type of a numpy array."""
+        return Type(ElemKind.from_dtype(array.dtype), array.shape)
+
+
+def broadcast_shapes(*shapes: Sequence[int]) -> tuple[int, ...]:
+    """Multidirectional (numpy/ONNX) broadcasting; raises ValueError if shapes do not fit."""
+    return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))

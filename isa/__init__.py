@@ -1,0 +1,1 @@
+"""The reference NPU's machine description: configuration schema and instruction set."""

@@ -1,0 +1,1 @@
+"""The reference NPU's SimPy simulator: functional and timed execution of NPU binaries."""
