@@ -1,0 +1,1 @@
+"""Converters of the ONNX resize ops."""

@@ -1,0 +1,1 @@
+"""Reference kernels of the resize node kinds."""
