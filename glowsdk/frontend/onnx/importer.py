@@ -9,6 +9,7 @@ time remains in the function.
 """
 from __future__ import annotations
 
+import re
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -185,10 +186,9 @@ def _convert(ctx: ImportContext, proto: onnx.NodeProto) -> None:
     except (NeedsConstantError, UnsupportedError):
         raise
     except GlowError as err:
-        message = str(err)
-        if not message.startswith(f"node '{node.name}"):
-            message = f"node '{node.name}' ({node.op_type}): {message}"
-        raise type(err)(f"{ctx.source}: {message}") from None
+        # Name the ONNX node the user knows, not the graph node the converter made.
+        message = re.sub(r"^node '[^']*' \([A-Za-z0-9_]+\): ", "", str(err))
+        raise type(err)(f"{ctx.source}: node '{node.name}' ({node.op_type}): {message}") from None
     results = produced if isinstance(produced, (list, tuple)) else [produced]
     for name, value in zip(node.output_names, results):
         if name and value is not None:

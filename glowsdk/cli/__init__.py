@@ -1,0 +1,1 @@
+"""The glowsdk command line."""

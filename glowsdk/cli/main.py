@@ -1,0 +1,241 @@
+"""The `glowsdk` command: a thin layer over the Python API.
+
+Bad input ends with one line on stderr and exit code 2; a bug in glowsdk ends
+with one line and exit code 1 (set GLOWSDK_DEBUG=1 for the traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import GlowError
+from .progress import Progress
+
+EXIT_BAD_INPUT = 2
+
+
+def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    name, _, dims = text.rpartition("=")
+    if not name or not re.fullmatch(r"\d+(x\d+)*|", dims):
+        raise GlowError(f"--input-shape '{text}': expected NAME=DxDx... (e.g. data=1x3x224x224)")
+    return name, tuple(int(d) for d in dims.split("x")) if dims else ()
+
+
+def _load_input(text: str) -> tuple[str, np.ndarray]:
+    name, _, path = text.rpartition("=")
+    if not name or not path:
+        raise GlowError(f"--input '{text}': expected NAME=file.npy")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise GlowError(f"--input {name}: {path}: no such file") from None
+    except (ValueError, OSError, EOFError) as err:
+        raise GlowError(f"--input {name}: {path}: not a readable .npy file ({err})") from None
+    if not isinstance(array, np.ndarray):
+        raise GlowError(f"--input {name}: {path}: holds an archive, not one array")
+    return name, array
+
+
+def safe_file_name(name: str) -> str:
+    """A tensor name as a file name: characters a file name cannot hold become '_'."""
+    cleaned = re.sub(r'[\\/:*?"<>|\x00-\x1f]', "_", name).strip(" .")
+    return cleaned or "_"
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="an .onnx file or a bundled model name (see `glowsdk models`)")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD...",
+                   help="bind the shape of an input with symbolic dims")
+    p.add_argument("--batch", type=int, help="re-batch the model to N (bundled-style models)")
+    p.add_argument("--random-weights", type=int, metavar="SEED",
+                   help="replace float weights with seeded random ones (the bundled models' are constant)")
+
+
+def _load_network(args: argparse.Namespace):
+    from .. import api
+
+    shapes = dict(_parse_shape(s) for s in args.input_shape)
+    return api.load(args.model, input_shapes=shapes, batch=args.batch, random_weights=args.random_weights)
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from .. import zoo
+
+    for name in zoo.BUNDLED:
+        print(name)
+    return 0
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    from ..backends.registry import available_backends
+
+    for name, entry in sorted(available_backends().items()):
+        print(f"{name:<14} {entry.value}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .. import api
+
+    network = _load_network(args)
+    feeds = dict(_load_input(s) for s in args.input)
+    known = {i.name for i in network.inputs}
+    unknown = set(feeds) - known
+    if unknown:
+        raise GlowError(f"--input {sorted(unknown)[0]}: the model has no such input "
+                        f"(inputs: {', '.join(sorted(known))})")
+    generated = network.random_inputs(args.seed)
+    for name, value in generated.items():
+        feeds.setdefault(name, value)
+    compiled = api.compile(network, args.target)
+    outputs = compiled.run(feeds)
+    if args.output:
+        _write_outputs(args.output, outputs)
+    print(f"model {network.source} on target {args.target}")
+    for info in network.inputs:
+        origin = "given" if name_given(info.name, args.input) else f"random, seed {args.seed}"
+        print(f"  input  {info.name}: {info.type} ({origin})")
+    for name, value in outputs.items():
+        print(f"  output {name}: {_summary(value)}")
+    if args.output:
+        print(f"wrote {len(outputs)} output(s) to {args.output}")
+    return 0
+
+
+def name_given(name: str, inputs: Sequence[str]) -> bool:
+    return any(s.rpartition("=")[0] == name for s in inputs)
+
+
+def _summary(value: np.ndarray) -> str:
+    text = f"{value.dtype}{list(value.shape)}"
+    if value.size and value.dtype.kind in "fiub":
+        as_float = value.astype(np.float64)
+        text += f" min {as_float.min():.6g} max {as_float.max():.6g} mean {as_float.mean():.6g}"
+        if value.ndim == 2 and value.dtype.kind == "f" and value.shape[1] > 1:
+            top = np.argsort(-value[0])[:5]
+            text += " top5[0] " + ", ".join(f"{i}:{value[0, i]:.4g}" for i in top)
+    return text
+
+
+def _write_outputs(folder: str, outputs: dict[str, np.ndarray]) -> None:
+    """Write NAME.npy per output, all or nothing: temp files first, then renames."""
+    os.makedirs(folder, exist_ok=True)
+    staged = []
+    try:
+        for name, value in outputs.items():
+            final = os.path.join(folder, safe_file_name(name) + ".npy")
+            tmp = final + ".partial"
+            with open(tmp, "wb") as f:
+                np.save(f, value, allow_pickle=False)
+            staged.append((tmp, final))
+    except OSError as err:
+        for tmp, _ in staged:
+            os.unlink(tmp)
+        raise GlowError(f"--output {folder}: cannot write ({err})") from None
+    for tmp, final in staged:
+        os.replace(tmp, final)
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    from ..graph.printer import format_dot, format_function
+
+    network = _load_network(args)
+    text = format_dot(network.function) if args.format == "dot" else format_function(network.function)
+    if args.o:
+        with open(args.o, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+def cmd_conformance(args: argparse.Namespace) -> int:
+    from ..backends.registry import get_backend
+    from ..conformance import report
+
+    backend = get_backend(args.target)
+    payload: dict = {"target": args.target}
+    failed = False
+    if args.suite in ("nodes", "all"):
+        from ..conformance.node_tests import run_node_tests
+
+        ops = args.ops.split(",") if args.ops else None
+        bar = Progress("node tests")
+        results = run_node_tests(backend, ops, lambda d, t, r: bar(d, t, r.name))
+        bar.close()
+        print(report.node_report(results))
+        payload["node_tests"] = {"totals": report.totals(results), "per_op": report.per_op(results),
+                                 "cases": [r.to_json() for r in results]}
+        failed |= any(r.status != "pass" for r in results)
+    if args.suite in ("models", "all"):
+        from ..conformance.models import run_model_zoo
+
+        names = args.models.split(",") if args.models else None
+        bar = Progress("model zoo")
+        results = run_model_zoo(backend, names, lambda d, t, r: bar(d, t, getattr(r, "name", "")))
+        bar.close()
+        print(report.model_report(results))
+        payload["models"] = {"totals": report.totals(results), "cases": [r.to_json() for r in results]}
+        failed |= any(r.status not in ("pass", "skipped") for r in results)
+    if args.json:
+        report.write_json(args.json, payload)
+        print(f"wrote {args.json}")
+    return 1 if failed and args.strict else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="glowsdk", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("models", help="list the bundled model names").set_defaults(func=cmd_models)
+    sub.add_parser("backends", help="list the installed backends").set_defaults(func=cmd_backends)
+
+    run = sub.add_parser("run", help="run a model on a target and summarise its outputs")
+    _add_model_args(run)
+    run.add_argument("--target", default="interpreter")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=file.npy")
+    run.add_argument("--seed", type=int, default=0, help="seed for inputs not given (default 0)")
+    run.add_argument("--output", metavar="DIR", help="write one NAME.npy per output into DIR")
+    run.set_defaults(func=cmd_run)
+
+    dump = sub.add_parser("dump", help="print the imported graph as text or Graphviz DOT")
+    _add_model_args(dump)
+    dump.add_argument("--format", choices=["text", "dot"], default="text")
+    dump.add_argument("-o", metavar="FILE", help="write to FILE instead of stdout")
+    dump.set_defaults(func=cmd_dump)
+
+    conf = sub.add_parser("conformance", help="run the ONNX node tests and the model zoo on a target")
+    conf.add_argument("--target", default="interpreter")
+    conf.add_argument("--suite", choices=["nodes", "models", "all"], default="all")
+    conf.add_argument("--ops", help="only node tests using these ops (comma-separated)")
+    conf.add_argument("--models", help="only these bundled models (comma-separated)")
+    conf.add_argument("--json", metavar="FILE", help="also write the full report as JSON")
+    conf.add_argument("--strict", action="store_true", help="exit 1 if any case does not pass")
+    conf.set_defaults(func=cmd_conformance)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except GlowError as err:
+        print(f"glowsdk: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("glowsdk: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if os.environ.get("GLOWSDK_DEBUG"):
+            raise
+        print(f"glowsdk: internal error: {type(err).__name__}: {err} "
+              f"(a bug in glowsdk; GLOWSDK_DEBUG=1 shows the traceback)", file=sys.stderr)
+        return 1
+
+if __name__ == "__main__":
+    sys.exit(main())
