@@ -28,6 +28,7 @@ class AttrKind(Enum):
     BOOL = "bool"
     STR = "str"
     INTS = "ints"
+    STRS = "strs"
     FLOATS = "floats"
     ELEM = "elem"
     TYPE = "type"
@@ -51,6 +52,8 @@ class AttrKind(Enum):
             return tuple(AttrKind.INT.normalise(v) for v in value)
         if self is AttrKind.FLOATS:
             return tuple(float(v) for v in value)
+        if self is AttrKind.STRS:
+            return tuple(AttrKind.STR.normalise(v) for v in value)
         if self is AttrKind.ELEM:
             if not isinstance(value, ElemKind):
                 raise TypeError(f"expected an ElemKind, got {value!r}")
@@ -165,6 +168,11 @@ def define_node(name: str, operands_text: str, *, results: str = "result",
         result_names = (result_names[0][:-1],)
     spec = NodeSpec(name, operands(operands_text), result_names, tuple(attrs), infer, verify,
                     doc.strip(), family, variadic_results)
+    reserved = set(dir(Node))
+    clashes = [o.name for o in spec.operands if o.name in reserved] + \
+        [a.name for a in spec.attrs if a.name in reserved]
+    if clashes:
+        raise ValueError(f"{name}: operand/attribute names {clashes} would hide Node members")
     namespace: dict[str, Any] = {"spec": spec, "__doc__": spec.doc, "__slots__": ()}
     for index, operand in enumerate(spec.operands):
         namespace[operand.name] = _operand_property(index, operand)
@@ -205,6 +213,10 @@ def ints_attr(name: str, default: Any = REQUIRED, doc: str = "") -> Attr:
 
 def floats_attr(name: str, default: Any = REQUIRED, doc: str = "") -> Attr:
     return Attr(name, AttrKind.FLOATS, default if default is REQUIRED else tuple(default), doc)
+
+
+def strs_attr(name: str, default: Any = REQUIRED, doc: str = "") -> Attr:
+    return Attr(name, AttrKind.STRS, default if default is REQUIRED else tuple(default), doc)
 
 
 def elem_attr(name: str, default: Any = REQUIRED, doc: str = "") -> Attr:

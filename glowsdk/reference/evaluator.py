@@ -68,10 +68,11 @@ def evaluate(function: Function, inputs: Mapping[str, np.ndarray],
     """Run `function` on named input arrays; return its outputs by placeholder name."""
     values: dict[NodeValue, np.ndarray] = {}
     wanted = function.input_placeholders()
-    unknown = set(inputs) - {ph.name for ph in wanted}
+    declared = {name for name, ph in function.module.placeholders.items() if not ph.is_output}
+    unknown = set(inputs) - declared
     if unknown:
         raise InputError(f"unknown input(s): {', '.join(sorted(unknown))}; "
-                         f"the inputs are {', '.join(ph.name for ph in wanted)}")
+                         f"the inputs are {', '.join(sorted(declared))}")
     for ph in wanted:
         if ph.name not in inputs:
             raise InputError(f"missing input '{ph.name}' ({ph.type})")

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ...errors import GlowError, NeedsConstantError, UnsupportedError
+from ...errors import GraphError, NeedsConstantError, UnsupportedError
 from ...graph.function import Function, Module
 from ...graph.node import Constant, Node, NodeValue
 from ...graph.types import ElemKind, Type
@@ -46,7 +46,7 @@ class ImportContext:
 
     def constant(self, array: np.ndarray, name: str) -> NodeValue:
         """A new Constant holding `array`."""
-        return self.module.create_constant(name, np.ascontiguousarray(array)).result()
+        return self.module.create_constant(name, np.require(array, requirements="C")).result()
 
 
 class OnnxNode:
@@ -131,9 +131,9 @@ class OnnxNode:
         """An error for a form of this op glowsdk does not support."""
         return UnsupportedError(f"node '{self.name}' ({self.op_type}): {why}")
 
-    def error(self, why: str) -> GlowError:
+    def error(self, why: str) -> GraphError:
         """An error for a malformed node."""
-        return GlowError(f"node '{self.name}' ({self.op_type}): {why}")
+        return GraphError(f"node '{self.name}' ({self.op_type}): {why}")
 
 
 def value_type(value: onnx.ValueInfoProto) -> tuple[ElemKind, list[int | str | None] | None]:
