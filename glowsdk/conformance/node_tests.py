@@ -97,6 +97,8 @@ def _run_data_set(case, backend: Backend, inputs: list, expected: list) -> None:
     for name, value in zip(names, inputs):
         if isinstance(value, np.generic):  # a numpy scalar is a rank-0 tensor (CumSum's axis)
             value = np.asarray(value)
+        if isinstance(value, onnx.TensorProto):  # kinds numpy lacks (bfloat16, float8, int4...)
+            value = numpy_helper.to_array(value)
         if not isinstance(value, np.ndarray):
             raise UnsupportedError(f"input '{name}' is a {type(value).__name__}, not a tensor")
         feeds[name] = value
@@ -128,7 +130,7 @@ def _compare(name: str, want: np.ndarray, got: np.ndarray, rtol: float, atol: fl
         raise _Mismatch(f"output '{name}': dtype {got.dtype}, expected {want.dtype}")
     if want.shape != got.shape:
         raise _Mismatch(f"output '{name}': shape {got.shape}, expected {want.shape}")
-    if want.dtype.kind in "fc":
+    if want.dtype.kind in "fc" or want.dtype.name.startswith(("bfloat", "float")):
         ok = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
     else:
         ok = np.array_equal(got, want)

@@ -104,7 +104,7 @@ def _tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
         array = numpy_helper.to_array(tensor)
     except (ValueError, TypeError) as err:
         raise ModelFileError(f"{where}: cannot read tensor data ({err})") from None
-    return np.ascontiguousarray(array.astype(elem.dtype, copy=False))
+    return np.require(array.astype(elem.dtype, copy=False), requirements="C")  # keeps 0-d arrays 0-d
 
 
 def _import_input(module: Module, value: onnx.ValueInfoProto, input_shapes: dict,
