@@ -1,1 +1,189 @@
-"""quant node kinds."""
+"""Quantization node kinds (paper 4.1): converting between float and quantized
+types, requantizing, and integer compute on 8-bit operands.
+
+A quantized type carries one scale and one offset: value = (q - offset) * scale.
+Rounding is always half to even and every conversion into an integer kind
+saturates to that kind's range. Quantized values travel as their raw integers;
+`Reinterpret` attaches or strips the scale and offset without touching them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..node import Node, NodeValue
+from ..spec import define_node, elem_attr, int_attr, ints_attr, type_attr
+from ..types import ElemKind, Type, broadcast_shapes
+from .rules import is_float, require_elem
+
+FAMILY = "quant"
+
+
+def is_quantized(kind: ElemKind) -> bool:
+    """a quantized kind"""
+    return kind.is_quantized
+
+
+def is_byte(kind: ElemKind) -> bool:
+    """int8 or uint8"""
+    return kind in (ElemKind.INT8, ElemKind.UINT8)
+
+
+def storage(kind: ElemKind) -> ElemKind:
+    """The plain kind whose raw integers hold `kind`'s elements."""
+    return kind.quantized_storage if kind.is_quantized else kind
+
+
+def integer_range(kind: ElemKind) -> tuple[int, int]:
+    """The saturation bounds of an integer or quantized kind."""
+    info = np.iinfo(kind.dtype)
+    return int(info.min), int(info.max)
+
+
+def _result_type(node: Node) -> Type:
+    """The `result_type` attribute, which must keep the operand's shape."""
+    if node.result_type.shape != node.input.type.shape:
+        raise node.fail(f"result_type {node.result_type} must have the operand's shape "
+                        f"{list(node.input.type.shape)}")
+    return node.result_type
+
+
+def _quantize_type(node: Node) -> Type:
+    require_elem(node, node.input.type, is_float, "input")
+    require_elem(node, node.result_type, is_quantized, "result_type")
+    if not node.precision.is_float:
+        raise node.fail(f"precision must be a float kind, got {node.precision.value}")
+    return _result_type(node)
+
+
+def _dequantize_type(node: Node) -> Type:
+    require_elem(node, node.input.type, is_quantized, "input")
+    if not node.elem.is_float:
+        raise node.fail(f"elem must be a float kind, got {node.elem.value}")
+    return node.input.type.with_elem(node.elem)
+
+
+def _rescale_type(node: Node) -> Type:
+    require_elem(node, node.input.type, is_quantized, "input")
+    require_elem(node, node.result_type, is_quantized, "result_type")
+    return _result_type(node)
+
+
+def _reinterpret_type(node: Node) -> Type:
+    source, target = node.input.type, node.result_type
+    if storage(source.elem) is not storage(target.elem) or not (source.elem.is_quantized
+                                                                 or target.elem.is_quantized):
+        raise node.fail(f"cannot reinterpret {source} as {target}: one side must be quantized "
+                        f"and both must be stored as the same integers")
+    return _result_type(node)
+
+
+Quantize = define_node(
+    "Quantize", "input", attrs=[type_attr("result_type"), elem_attr("precision", ElemKind.FLOAT32)],
+    infer=_quantize_type, family=FAMILY,
+    doc="Float to quantized: q = saturate(round_half_even(x / scale) + offset), with the scale and "
+        "offset of `result_type`. x and the scale are first rounded to the float kind `precision`, "
+        "and the division is done in it (ONNX: the kind of y_scale, or the precision attribute).")
+
+Dequantize = define_node(
+    "Dequantize", "input", attrs=[elem_attr("elem")], infer=_dequantize_type, family=FAMILY,
+    doc="Quantized to float: y = (float32(q) - float32(offset)) * float32(scale), computed in "
+        "float32 and rounded once to the float kind `elem` (as ONNX DequantizeLinear does).")
+
+Rescale = define_node(
+    "Rescale", "input", attrs=[type_attr("result_type")], infer=_rescale_type, family=FAMILY,
+    doc="Requantize to another scale and offset: q' = saturate(round_half_even((q - offset) * m) "
+        "+ offset'), where the multiplier m = float32(scale) / float32(scale') is computed in float32 "
+        "and the product in float64. This is how an int32 accumulator of scale s_a * s_b becomes the "
+        "8-bit output of a QLinear op, bit-exact with onnx.reference.")
+
+Reinterpret = define_node(
+    "Reinterpret", "input", attrs=[type_attr("result_type")], infer=_reinterpret_type, family=FAMILY,
+    doc="The same raw integers under another type: attach a scale and offset to plain integers, "
+        "strip them, or swap them, between kinds stored alike (uint8 and uint8q, int8 and int8q, "
+        "int32 and int32q). No data changes.")
+
+
+def _check_zero(node: Node, operand: Type, zero: NodeValue | None, what: str) -> None:
+    if zero is not None and zero.type.elem is not operand.elem:
+        raise node.fail(f"{what} zero point is {zero.type}, expected element kind {operand.elem.value}")
+
+
+def _matmul_type(node: Node) -> Type:
+    lhs, rhs = node.lhs.type, node.rhs.type
+    for value, what in ((lhs, "lhs"), (rhs, "rhs")):
+        require_elem(node, value, is_byte, what)
+        if value.rank < 2:
+            raise node.fail(f"{what} must have rank >= 2, got {value}")
+    if lhs.shape[-1] != rhs.shape[-2]:
+        raise node.fail(f"cannot multiply {lhs} by {rhs}: inner dims differ")
+    _check_zero(node, lhs, node.lhs_zero, "lhs")
+    _check_zero(node, rhs, node.rhs_zero, "rhs")
+    if node.lhs_zero is not None and node.lhs_zero.type.size != 1:
+        raise node.fail(f"lhs zero point must be a single value, got {node.lhs_zero.type}")
+    if node.rhs_zero is not None:
+        zero = node.rhs_zero.type.shape
+        if broadcast_shapes(rhs.shape, zero) != rhs.shape or (len(zero) >= 2 and zero[-2] != 1):
+            raise node.fail(f"rhs zero point {node.rhs_zero.type} must be one value or one per "
+                            f"column of {rhs}")
+    batch = broadcast_shapes(lhs.shape[:-2], rhs.shape[:-2])
+    return Type(ElemKind.INT32, (*batch, lhs.shape[-2], rhs.shape[-1]))
+
+
+IntegerMatMul = define_node(
+    "IntegerMatMul", "lhs rhs lhs_zero? rhs_zero?", infer=_matmul_type, family=FAMILY,
+    doc="int32 = (lhs - lhs_zero) @ (rhs - rhs_zero) on int8/uint8 operands (ONNX MatMulInteger), "
+        "numpy matmul broadcasting over leading dims. lhs_zero is one value; rhs_zero is one value or "
+        "one per column (broadcasting against rhs). The sum is exact; results outside int32 are "
+        "undefined, as in ONNX.")
+
+
+def conv_output_shape(input_: Type, kernel: tuple[int, ...], filters: int, strides: tuple[int, ...],
+                      pads: tuple[int, ...], dilations: tuple[int, ...]) -> tuple[int, ...]:
+    """N x filters x O.. of a cross-correlation with explicit pads [begin.., end..]."""
+    k = len(kernel)
+    spatial = []
+    for i in range(k):
+        span = (kernel[i] - 1) * dilations[i] + 1
+        extent = input_.shape[2 + i] + pads[i] + pads[i + k]
+        if extent < span:
+            raise ValueError(f"kernel span {span} exceeds the padded input extent {extent} on axis {2 + i}")
+        spatial.append((extent - span) // strides[i] + 1)
+    return (input_.shape[0], filters, *spatial)
+
+
+def _conv_type(node: Node) -> Type:
+    x, w = node.input.type, node.filter.type
+    require_elem(node, x, is_byte, "input")
+    require_elem(node, w, is_byte, "filter")
+    k = x.rank - 2
+    if k < 1 or w.rank != x.rank:
+        raise node.fail(f"input {x} and filter {w} must have the same rank >= 3")
+    for attr, count in (("strides", k), ("dilations", k), ("pads", 2 * k)):
+        values = node.attrs[attr]
+        if len(values) != count or any(v < (0 if attr == "pads" else 1) for v in values):
+            raise node.fail(f"{attr} {list(values)} must hold {count} values (>= {0 if attr == 'pads' else 1})")
+    group, filters = node.group, w.shape[0]
+    if group < 1 or x.shape[1] % group or filters % group or w.shape[1] * group != x.shape[1]:
+        raise node.fail(f"filter {w} does not fit input {x} with group={group}")
+    _check_zero(node, x, node.input_zero, "input")
+    _check_zero(node, w, node.filter_zero, "filter")
+    if node.input_zero is not None and node.input_zero.type.size != 1:
+        raise node.fail(f"input zero point must be a single value, got {node.input_zero.type}")
+    if node.filter_zero is not None and node.filter_zero.type.shape not in ((), (1,), (filters,)):
+        raise node.fail(f"filter zero point {node.filter_zero.type} must be one value or one per filter")
+    if node.bias is not None and node.bias.type != Type(ElemKind.INT32, (filters,)):
+        raise node.fail(f"bias must be int32<{filters}>, got {node.bias.type}")
+    shape = conv_output_shape(x, w.shape[2:], filters, node.strides, node.pads, node.dilations)
+    return Type(ElemKind.INT32, shape)
+
+
+IntegerConv = define_node(
+    "IntegerConv", "input filter input_zero? filter_zero? bias?",
+    attrs=[ints_attr("strides"), ints_attr("pads", doc="[begin.., end..] per spatial axis"),
+           ints_attr("dilations"), int_attr("group", 1)],
+    infer=_conv_type, family=FAMILY,
+    doc="int32 = conv(input - input_zero, filter - filter_zero) + bias: grouped N-d cross-correlation "
+        "(NCHW input, M x C/group x K.. filter, explicit zero padding of the shifted input) on "
+        "int8/uint8 operands, as ONNX ConvInteger and the accumulator of QLinearConv. input_zero is "
+        "one value; filter_zero is one value or one per output channel; bias is int32 per output "
+        "channel. The sum is exact; results outside int32 are undefined, as in ONNX.")

@@ -1,1 +1,73 @@
-"""Reference kernels of the quant node kinds."""
+"""Reference kernels of the quantization node kinds.
+
+Quantized operands and results are raw integers; their scale and offset come
+from the node's types. Integer products are accumulated in float64, which is
+exact for 8-bit operands (|sum| stays far below 2**53) and runs on BLAS.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...graph.nodes import quant
+from ...graph.types import Type
+from ..registry import kernel
+from .windows import conv
+
+
+def saturate(values: np.ndarray, type_: Type) -> np.ndarray:
+    """Already-rounded float values clamped into `type_`'s integer range, as its raw dtype."""
+    low, high = quant.integer_range(type_.elem)
+    return np.clip(values, low, high).astype(type_.dtype)
+
+
+@kernel(quant.Quantize)
+def _quantize(node, x):
+    out = node.type
+    precision = node.precision.dtype
+    scaled = np.rint(x.astype(precision) / precision.type(out.scale))
+    return saturate(scaled.astype(np.float64) + out.offset, out)
+
+
+@kernel(quant.Dequantize)
+def _dequantize(node, q):
+    source = node.input.type
+    shifted = q.astype(np.float32) - np.float32(source.offset)
+    return (shifted * np.float32(source.scale)).astype(node.type.dtype)
+
+
+@kernel(quant.Rescale)
+def _rescale(node, q):
+    source, out = node.input.type, node.type
+    multiplier = np.float64(np.float32(source.scale) / np.float32(out.scale))
+    shifted = (q.astype(np.int64) - source.offset).astype(np.float64)
+    return saturate(np.rint(shifted * multiplier) + out.offset, out)
+
+
+@kernel(quant.Reinterpret)
+def _reinterpret(node, q):
+    return q
+
+
+def _shifted(values: np.ndarray, zero: np.ndarray | None) -> np.ndarray:
+    """values - zero in float64 (exact for 8-bit integers)."""
+    out = values.astype(np.float64)
+    return out if zero is None else out - zero.astype(np.float64)
+
+
+@kernel(quant.IntegerMatMul)
+def _integer_matmul(node, lhs, rhs, lhs_zero, rhs_zero):
+    lhs_zero = None if lhs_zero is None else lhs_zero.reshape(())
+    return np.matmul(_shifted(lhs, lhs_zero), _shifted(rhs, rhs_zero)).astype(np.int32)
+
+
+@kernel(quant.IntegerConv)
+def _integer_conv(node, x, w, x_zero, w_zero, bias):
+    k = x.ndim - 2
+    x_zero = None if x_zero is None else x_zero.reshape(())
+    if w_zero is not None and w_zero.size > 1:
+        w_zero = w_zero.reshape((-1,) + (1,) * (k + 1))
+    acc = conv(_shifted(x, x_zero), _shifted(w, w_zero), strides=node.strides, pads=node.pads,
+               dilations=node.dilations, group=node.group, acc_dtype=np.float64)
+    if bias is not None:
+        acc += bias.astype(np.float64).reshape((-1,) + (1,) * k)
+    return acc.astype(np.int32)
