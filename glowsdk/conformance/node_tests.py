@@ -86,7 +86,7 @@ def run_case(case, backend: Backend) -> CaseResult:
 
 
 class _Mismatch(Exception):
-    pass
+    """Outputs that differ from the expected ones beyond the case's tolerance."""
 
 
 def _run_data_set(case, backend: Backend, inputs: list, expected: list) -> None:
