@@ -1,1 +1,487 @@
-"""nn node kinds."""
+"""Neural-network node kinds: convolution, pooling, normalisation, matrix products, softmax.
+
+Layout is NCHW generalised to N x C x D1..Dk (k = 1, 2 or 3 spatial dims). Window
+geometry is static and explicit: `kernel`, `strides`, `dilations` (one entry per
+spatial dim) and `pads` as [begin_1..begin_k, end_1..end_k]; the importer resolves
+defaults and auto_pad, so type rules compute exact result shapes. Axis attributes
+are stored normalised (0 <= axis < rank).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..node import Node
+from ..spec import bool_attr, define_node, elem_attr, float_attr, int_attr, ints_attr, str_attr
+from ..types import ElemKind, Type, broadcast_shapes
+from .rules import is_float, is_numeric, require_elem, same_as
+
+FAMILY = "nn"
+
+
+def _window(prefix: str = "") -> list:
+    """The attributes describing a sliding window over the spatial dims."""
+    return [ints_attr("kernel", doc="window size per spatial dim"),
+            ints_attr("strides", doc="step per spatial dim"),
+            ints_attr("pads", doc=f"{prefix}padding: begin per spatial dim, then end per spatial dim"),
+            ints_attr("dilations", doc="distance between window taps per spatial dim")]
+
+
+def window_extent(kernel: int, dilation: int) -> int:
+    """How many input positions one dilated window spans."""
+    return (kernel - 1) * dilation + 1
+
+
+def pooled_size(size: int, kernel: int, stride: int, begin: int, end: int, dilation: int,
+                ceil_mode: bool = False) -> int:
+    """Output length of a sliding window along one dim (ONNX/PyTorch rule).
+
+    With ceil_mode the last, partial window counts, unless it would start past the
+    input and its begin padding (then it is dropped).
+    """
+    span = size + begin + end - window_extent(kernel, dilation)
+    if span < 0:
+        return 0
+    if not ceil_mode:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    if (out - 1) * stride >= size + begin:
+        out -= 1
+    return out
+
+
+def _check_window(node: Node, spatial: Sequence[int], negative_pads: bool = False) -> None:
+    k = len(spatial)
+    for name in ("kernel", "strides", "dilations"):
+        values = getattr(node, name)
+        if len(values) != k:
+            raise node.fail(f"{name} {list(values)} needs {k} entries, one per spatial dim")
+        if any(v < 1 for v in values):
+            raise node.fail(f"{name} {list(values)} must be positive")
+    if len(node.pads) != 2 * k:
+        raise node.fail(f"pads {list(node.pads)} needs {2 * k} entries (begins, then ends)")
+    if not negative_pads and any(p < 0 for p in node.pads):
+        raise node.fail(f"pads {list(node.pads)} must not be negative")
+
+
+def _windowed_shape(node: Node, spatial: Sequence[int], ceil_mode: bool = False) -> tuple[int, ...]:
+    """Output spatial dims; GraphError if a window does not fit the padded input."""
+    k = len(spatial)
+    _check_window(node, spatial)
+    out = []
+    for i, size in enumerate(spatial):
+        n = pooled_size(size, node.kernel[i], node.strides[i], node.pads[i], node.pads[i + k],
+                        node.dilations[i], ceil_mode)
+        if n < 1:
+            raise node.fail(f"window of {node.kernel[i]} (dilation {node.dilations[i]}) does not fit "
+                            f"spatial dim {i} of size {size} padded by {node.pads[i]}+{node.pads[i + k]}")
+        out.append(n)
+    return tuple(out)
+
+
+def _require_float(node: Node, *names: str) -> None:
+    for name in names:
+        value = getattr(node, name)
+        if value is not None:
+            require_elem(node, value.type, is_float, name)
+
+
+def _require_same_elem(node: Node, *names: str) -> None:
+    first = getattr(node, names[0]).type
+    for name in names[1:]:
+        value = getattr(node, name)
+        if value is not None and not value.type.same_elem(first):
+            raise node.fail(f"{name} must have the element kind of {names[0]} ({first.elem.value}), "
+                            f"got {value.type}")
+
+
+def _require_shape(node: Node, name: str, shape: tuple[int, ...]) -> None:
+    value = getattr(node, name)
+    if value is not None and value.type.shape != shape:
+        raise node.fail(f"{name} must have shape {list(shape)}, got {value.type}")
+
+
+def _image(node: Node, name: str = "input") -> Type:
+    """The N x C x D.. operand; GraphError unless it has 1 to 3 spatial dims."""
+    image = getattr(node, name).type
+    if not 3 <= image.rank <= 5:
+        raise node.fail(f"{name} must be N x C x D1..Dk with 1 to 3 spatial dims, got {image}")
+    return image
+
+
+# -- convolution ---------------------------------------------------------------------------------
+def _conv_type(node: Node) -> Type:
+    image, filt = _image(node), node.filter.type
+    n, c, spatial = image.shape[0], image.shape[1], image.shape[2:]
+    if filt.rank != image.rank:
+        raise node.fail(f"filter {filt} must have the rank of the input {image}")
+    if node.group < 1 or c % node.group or filt.shape[0] % node.group:
+        raise node.fail(f"group {node.group} must divide the input channels ({c}) "
+                        f"and the filters ({filt.shape[0]})")
+    if filt.shape[1] != c // node.group:
+        raise node.fail(f"filter {filt} must have {c // node.group} channels (input channels / group)")
+    if tuple(node.kernel) != filt.shape[2:]:
+        raise node.fail(f"kernel {list(node.kernel)} does not match the filter {filt}")
+    return image.with_shape((n, filt.shape[0]) + _windowed_shape(node, spatial))
+
+
+def _verify_conv(node: Node) -> None:
+    _require_float(node, "input")
+    _require_same_elem(node, "input", "filter", "bias")
+    _require_shape(node, "bias", (node.type.shape[1],))
+
+
+Conv = define_node(
+    "Conv", "input filter bias?", attrs=[*_window(), int_attr("group", 1)],
+    infer=_conv_type, verify=_verify_conv, family=FAMILY,
+    doc="""Grouped N-d cross-correlation (ONNX Conv): input N x C x D.., filter M x C/group x K..,
+    optional bias M; result N x M x O.. with O = floor((D + begin + end - ((K-1)*dilation+1)) / stride) + 1.
+    Input channels [g*C/group, (g+1)*C/group) feed filters [g*M/group, (g+1)*M/group); padding is zeros.""")
+
+
+def _conv_transpose_type(node: Node) -> Type:
+    image, filt = _image(node), node.filter.type
+    n, c, spatial = image.shape[0], image.shape[1], image.shape[2:]
+    k = len(spatial)
+    if filt.rank != image.rank or filt.shape[0] != c:
+        raise node.fail(f"filter {filt} must be C x M/group x K.. with C = {c} input channels")
+    if node.group < 1 or c % node.group:
+        raise node.fail(f"group {node.group} must divide the input channels ({c})")
+    if tuple(node.kernel) != filt.shape[2:]:
+        raise node.fail(f"kernel {list(node.kernel)} does not match the filter {filt}")
+    _check_window(node, spatial, negative_pads=True)
+    if len(node.output_padding) != k or any(p < 0 for p in node.output_padding):
+        raise node.fail(f"output_padding {list(node.output_padding)} needs {k} non-negative entries")
+    out = []
+    for i, size in enumerate(spatial):
+        dim = node.strides[i] * (size - 1) + node.output_padding[i] \
+            + window_extent(node.kernel[i], node.dilations[i]) - node.pads[i] - node.pads[i + k]
+        if dim < 1:
+            raise node.fail(f"pads {list(node.pads)} leave no output along spatial dim {i}")
+        out.append(dim)
+    return image.with_shape((n, filt.shape[1] * node.group) + tuple(out))
+
+
+ConvTranspose = define_node(
+    "ConvTranspose", "input filter bias?",
+    attrs=[*_window("cropping "), int_attr("group", 1),
+           ints_attr("output_padding", doc="zeros added after the end of each spatial dim")],
+    infer=_conv_transpose_type, verify=_verify_conv, family=FAMILY,
+    doc="""Transposed convolution (ONNX ConvTranspose, the gradient of Conv): input N x C x D..,
+    filter C x M/group x K.., optional bias; result N x M x O.. with
+    O = stride*(D-1) + output_padding + (K-1)*dilation + 1 - begin - end. Each input element scatters
+    input * filter into the output at position d*stride + k*dilation - begin; pads crop the result
+    (a negative pad extends it with zeros, as an output_shape larger than the natural one does).""")
+
+
+# -- pooling ------------------------------------------------------------------------------------
+def _pool_type(node: Node) -> Type:
+    image = _image(node)
+    return image.with_shape(image.shape[:2] + _windowed_shape(node, image.shape[2:], node.ceil_mode))
+
+
+def _max_pool_types(node: Node) -> list[Type]:
+    result = _pool_type(node)
+    return [result, Type(ElemKind.INT64, result.shape)]
+
+
+MaxPool = define_node(
+    "MaxPool", "input", results="result indices",
+    attrs=[*_window(), bool_attr("ceil_mode", False),
+           bool_attr("column_major", False, doc="indices count the spatial dims column-major")],
+    infer=_max_pool_types, verify=lambda node: require_elem(node, node.input.type, is_numeric, "input"),
+    family=FAMILY,
+    doc="""Maximum over each window (ONNX MaxPool); padding never wins. Output dims as for Conv, or
+    rounded up with ceil_mode (a last window starting past the input and its begin padding is dropped).
+    `indices` (int64) holds the flat position of each maximum in the unpadded input,
+    ((n*C + c)*D1 + d1)*D2 + d2.. (spatial dims reversed when column_major); the first maximum in
+    window order wins ties. Both results are always defined; a backend may skip unused ones.""")
+
+AveragePool = define_node(
+    "AveragePool", "input",
+    attrs=[*_window(), bool_attr("ceil_mode", False), bool_attr("count_include_pad", False)],
+    infer=_pool_type, verify=lambda node: _require_float(node, "input"), family=FAMILY,
+    doc="""Mean over each window (ONNX AveragePool), output dims as for MaxPool. The divisor counts
+    the window taps inside the input, plus those inside the explicit pads when count_include_pad;
+    taps in the extension that ceil_mode adds are never counted.""")
+
+
+def _global_pool_type(node: Node) -> Type:
+    image = _image(node)
+    return image.with_shape(image.shape[:2] + (1,) * (image.rank - 2))
+
+
+GlobalAveragePool = define_node(
+    "GlobalAveragePool", "input", infer=_global_pool_type, family=FAMILY,
+    verify=lambda node: _require_float(node, "input"),
+    doc="Mean over all spatial dims: N x C x D.. -> N x C x 1..")
+
+GlobalMaxPool = define_node(
+    "GlobalMaxPool", "input", infer=_global_pool_type, family=FAMILY,
+    verify=lambda node: _require_float(node, "input"),
+    doc="Maximum over all spatial dims: N x C x D.. -> N x C x 1..")
+
+
+# -- normalisation ------------------------------------------------------------------------------
+def _channel_params(*names: str):
+    """Verify rule: float operands, each of shape (C,) for an N x C x .. input."""
+
+    def verify(node: Node) -> None:
+        if node.input.type.rank < 2:
+            raise node.fail(f"input must be N x C x .., got {node.input.type}")
+        _require_float(node, "input", *names)
+        for name in names:
+            _require_shape(node, name, (node.input.type.shape[1],))
+
+    return verify
+
+
+BatchNorm = define_node(
+    "BatchNorm", "input scale bias mean var", attrs=[float_attr("epsilon", 1e-5)],
+    infer=same_as(0), verify=_channel_params("scale", "bias", "mean", "var"), family=FAMILY,
+    doc="""Inference batch normalisation over channel dim 1 (ONNX BatchNormalization, training_mode=0):
+    y = (x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c]. The per-channel operands may
+    be of another float kind than x.""")
+
+InstanceNorm = define_node(
+    "InstanceNorm", "input scale bias", attrs=[float_attr("epsilon", 1e-5)],
+    infer=same_as(0), verify=_channel_params("scale", "bias"), family=FAMILY,
+    doc="""Normalise each (n, c) slice over its spatial dims: y = (x - mean) / sqrt(var + epsilon)
+    * scale[c] + bias[c], with the biased (population) variance.""")
+
+
+def _verify_group_norm(node: Node) -> None:
+    _channel_params("scale", "bias")(node)
+    channels = node.input.type.shape[1]
+    if node.groups < 1 or channels % node.groups:
+        raise node.fail(f"groups {node.groups} must divide the {channels} channels")
+
+
+GroupNorm = define_node(
+    "GroupNorm", "input scale bias", attrs=[int_attr("groups"), float_attr("epsilon", 1e-5)],
+    infer=same_as(0), verify=_verify_group_norm, family=FAMILY,
+    doc="""Split the C channels into `groups` consecutive groups; normalise each (n, group) over its
+    channels and spatial dims with the biased variance, then y = x_hat * scale[c] + bias[c].""")
+
+
+def _check_trailing(node: Node, name: str) -> None:
+    """`name` broadcasts unidirectionally onto the normalised dims input.shape[axis:]."""
+    value = getattr(node, name)
+    if value is None:
+        return
+    inner = node.input.type.shape[node.axis:]
+    try:
+        fits = broadcast_shapes(value.type.shape, inner) == inner
+    except ValueError:
+        fits = False
+    if not fits:
+        raise node.fail(f"{name} {value.type} does not broadcast to the normalised dims {list(inner)}")
+
+
+def _check_norm_axis(node: Node) -> None:
+    rank = node.input.type.rank
+    if not 0 <= node.axis < rank:
+        raise node.fail(f"axis {node.axis} is out of range for {node.input.type}")
+
+
+def _layer_norm_types(node: Node) -> list[Type]:
+    _check_norm_axis(node)
+    image = node.input.type
+    stats = image.shape[:node.axis] + (1,) * (image.rank - node.axis)
+    return [image, Type(node.stats_elem, stats), Type(node.stats_elem, stats)]
+
+
+def _verify_layer_norm(node: Node) -> None:
+    _require_float(node, "input")
+    _require_same_elem(node, "input", "scale", "bias")
+    if not node.stats_elem.is_float:
+        raise node.fail(f"stats_elem must be a float kind, got {node.stats_elem.value}")
+    _check_trailing(node, "scale")
+    _check_trailing(node, "bias")
+
+
+LayerNorm = define_node(
+    "LayerNorm", "input scale bias?", results="result mean inv_std_dev",
+    attrs=[int_attr("axis"), float_attr("epsilon", 1e-5),
+           elem_attr("stats_elem", ElemKind.FLOAT32, doc="element kind of mean and inv_std_dev")],
+    infer=_layer_norm_types, verify=_verify_layer_norm, family=FAMILY,
+    doc="""Normalise over dims [axis, rank) jointly (ONNX LayerNormalization):
+    y = (x - mean) * inv_std_dev * scale + bias, inv_std_dev = 1 / sqrt(var + epsilon) with the
+    biased variance; scale and bias broadcast onto the normalised dims. `mean` and `inv_std_dev`
+    keep the normalised dims as 1s.""")
+
+
+def _rms_norm_type(node: Node) -> Type:
+    _check_norm_axis(node)
+    return node.input.type.with_elem(node.scale.type.elem)
+
+
+def _verify_rms_norm(node: Node) -> None:
+    _require_float(node, "input", "scale")
+    _check_trailing(node, "scale")
+
+
+RMSNorm = define_node(
+    "RMSNorm", "input scale", attrs=[int_attr("axis"), float_attr("epsilon", 1e-5)],
+    infer=_rms_norm_type, verify=_verify_rms_norm, family=FAMILY,
+    doc="""y = x / sqrt(mean(x^2 over dims [axis, rank)) + epsilon) * scale (ONNX RMSNormalization);
+    scale broadcasts onto the normalised dims and gives the result its element kind.""")
+
+
+def _verify_lrn(node: Node) -> None:
+    _require_float(node, "input")
+    if node.input.type.rank < 3:
+        raise node.fail(f"input must be N x C x D.., got {node.input.type}")
+    if node.size < 1:
+        raise node.fail(f"size {node.size} must be positive")
+
+
+LRN = define_node(
+    "LRN", "input",
+    attrs=[int_attr("size"), float_attr("alpha", 1e-4), float_attr("beta", 0.75), float_attr("bias", 1.0)],
+    infer=same_as(0), verify=_verify_lrn, family=FAMILY,
+    doc="""Local response normalisation across channels: y = x / (bias + alpha/size * s)^beta where
+    s sums x^2 over channels [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to [0, C).""")
+
+
+# -- matrix products ----------------------------------------------------------------------------
+def _gemm_type(node: Node) -> Type:
+    a, b = node.a.type, node.b.type
+    if a.rank != 2 or b.rank != 2:
+        raise node.fail(f"a and b must be matrices, got {a} and {b}")
+    m, k = a.shape[::-1] if node.trans_a else a.shape
+    kb, n = b.shape[::-1] if node.trans_b else b.shape
+    if k != kb:
+        raise node.fail(f"inner dims differ: op(a) is {m}x{k}, op(b) is {kb}x{n}")
+    return a.with_shape((m, n))
+
+
+def _verify_gemm(node: Node) -> None:
+    require_elem(node, node.a.type, is_numeric, "a")
+    _require_same_elem(node, "a", "b", "c")
+    if node.c is not None:
+        shape = node.type.shape
+        try:
+            fits = broadcast_shapes(node.c.type.shape, shape) == shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise node.fail(f"c {node.c.type} does not broadcast to the result shape {list(shape)}")
+
+
+Gemm = define_node(
+    "Gemm", "a b c?",
+    attrs=[float_attr("alpha", 1.0), float_attr("beta", 1.0), bool_attr("trans_a", False),
+           bool_attr("trans_b", False)],
+    infer=_gemm_type, verify=_verify_gemm, family=FAMILY,
+    doc="""y = alpha * op(a) @ op(b) + beta * c (ONNX Gemm), op transposing when trans_a/trans_b;
+    op(a) is M x K, op(b) K x N, and the optional c broadcasts unidirectionally to M x N.""")
+
+
+def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+    """numpy.matmul's result shape; ValueError if the operands do not fit."""
+    if not a or not b:
+        raise ValueError(f"matmul operands must have rank >= 1, got shapes {list(a)} and {list(b)}")
+    a2 = (1, *a) if len(a) == 1 else tuple(a)
+    b2 = (*b, 1) if len(b) == 1 else tuple(b)
+    if a2[-1] != b2[-2]:
+        raise ValueError(f"inner dims differ: {list(a)} @ {list(b)}")
+    batch = broadcast_shapes(a2[:-2], b2[:-2])
+    return batch + (a2[-2],) * (len(a) > 1) + (b2[-1],) * (len(b) > 1)
+
+
+def _matmul_type(node: Node) -> Type:
+    if not node.lhs.type.same_elem(node.rhs.type):
+        raise node.fail(f"operands must share one element kind, got {node.lhs.type} and {node.rhs.type}")
+    return node.lhs.type.with_shape(matmul_shape(node.lhs.type.shape, node.rhs.type.shape))
+
+
+MatMul = define_node(
+    "MatMul", "lhs rhs", infer=_matmul_type,
+    verify=lambda node: require_elem(node, node.lhs.type, is_numeric, "operands"), family=FAMILY,
+    doc="""numpy.matmul: the last two dims multiply as matrices, leading dims broadcast; a 1-D lhs
+    gains (and loses) a leading 1, a 1-D rhs a trailing 1.""")
+
+
+def _einsum_term(term: str, shape: Sequence[int]) -> tuple[dict[str, int], tuple[int, ...]]:
+    """Label sizes and the dims '...' stands for, in one operand of `shape`."""
+    before, dots, after = term.partition("...")
+    if not (before + after).isalpha() and before + after:
+        raise ValueError(f"einsum term '{term}' has a character that is not a letter")
+    if dots:
+        if len(before) + len(after) > len(shape):
+            raise ValueError(f"einsum term '{term}' has more labels than the operand's rank {len(shape)}")
+        middle = tuple(shape[len(before):len(shape) - len(after)])
+    elif len(before) != len(shape):
+        raise ValueError(f"einsum term '{term}' labels {len(before)} dims of an operand of rank {len(shape)}")
+    else:
+        middle = ()
+    labelled = tuple(shape[:len(before)]) + tuple(shape[len(shape) - len(after):])
+    sizes: dict[str, int] = {}
+    for label, size in zip(before + after, labelled):
+        if sizes.setdefault(label, size) != size:
+            raise ValueError(f"einsum label '{label}' is repeated with sizes {sizes[label]} and {size}")
+    return sizes, middle
+
+
+def einsum_shape(equation: str, shapes: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """The result shape of an explicit-form einsum; ValueError naming what does not fit.
+
+    Label sizes of 1 broadcast against other sizes, as in numpy.einsum.
+    """
+    inputs, arrow, output = equation.partition("->")
+    terms = inputs.split(",")
+    if not arrow or len(terms) != len(shapes):
+        raise ValueError(f"equation '{equation}' must be explicit ('->') with one term per operand "
+                         f"({len(shapes)})")
+    sizes: dict[str, int] = {}
+    ellipsis: tuple[int, ...] = ()
+    for term, shape in zip(terms, shapes):
+        term_sizes, middle = _einsum_term(term, shape)
+        ellipsis = broadcast_shapes(ellipsis, middle)
+        for label, size in term_sizes.items():
+            known = sizes.get(label, 1)
+            if size != known and 1 not in (size, known):
+                raise ValueError(f"label '{label}' has size {known} in one operand and {size} in another")
+            sizes[label] = size if known == 1 else known
+    before, dots, after = output.partition("...")
+    labels = before + after
+    if len(set(labels)) != len(labels) or any(label not in sizes for label in labels):
+        raise ValueError(f"output '{output}' must name distinct labels of the inputs")
+    if ellipsis and not dots:
+        raise ValueError(f"output '{output}' needs '...' for the broadcast dims {list(ellipsis)}")
+    return tuple(sizes[c] for c in before) + (ellipsis if dots else ()) + tuple(sizes[c] for c in after)
+
+
+def _einsum_type(node: Node) -> Type:
+    first = node.inputs[0].type
+    for value in node.inputs[1:]:
+        if not value.type.same_elem(first):
+            raise node.fail(f"operands must share one element kind, got {first} and {value.type}")
+    return first.with_shape(einsum_shape(node.equation, [v.type.shape for v in node.inputs]))
+
+
+Einsum = define_node(
+    "Einsum", "operands*", attrs=[str_attr("equation", doc="explicit form 'ij,jk->ik', no spaces")],
+    infer=_einsum_type, verify=lambda node: require_elem(node, node.inputs[0].type, is_numeric, "operands"),
+    family=FAMILY,
+    doc="""Einstein summation (numpy.einsum) with an explicit output: labels missing from the output
+    are summed over, a label repeated in one operand takes its diagonal, '...' stands for broadcast
+    leading dims.""")
+
+
+# -- softmax ------------------------------------------------------------------------------------
+def _verify_softmax(node: Node) -> None:
+    _require_float(node, "input")
+    rank = node.input.type.rank
+    if not node.axes or any(not 0 <= a < rank for a in node.axes) or len(set(node.axes)) != len(node.axes):
+        raise node.fail(f"axes {list(node.axes)} must be distinct dims of {node.input.type}")
+
+
+def _softmax(name: str, doc: str) -> type[Node]:
+    return define_node(name, "input", attrs=[ints_attr("axes", doc="the dims normalised jointly")],
+                       infer=same_as(0), verify=_verify_softmax, family=FAMILY, doc=doc)
+
+
+Softmax = _softmax("Softmax", "exp(x) / sum(exp(x)) over `axes` jointly (one axis since opset 13, "
+                              "the flattened trailing dims before).")
+LogSoftmax = _softmax("LogSoftmax", "x - log(sum(exp(x))) over `axes` jointly.")

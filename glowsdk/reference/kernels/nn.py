@@ -1,1 +1,300 @@
-"""Reference kernels of the nn node kinds."""
+"""Reference kernels of the neural-network node kinds.
+
+They run whole ImageNet networks in CI, so every kernel is vectorised: loops run
+only over small dims (window taps, groups, LRN's size). Float16 and bfloat16
+operands are computed in float32 (float64 stays float64); the evaluator casts
+results back to the node's element kind.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Sequence
+
+import numpy as np
+
+from ...graph.nodes import nn
+from ...graph.types import ElemKind
+from ..registry import kernel
+from .windows import conv, pad_spatial, taps
+
+
+def compute_dtype(*arrays: np.ndarray | None) -> np.dtype:
+    """float64 if any operand is float64, else float32: the precision the kernels work in."""
+    wide = any(a is not None and a.dtype == np.float64 for a in arrays)
+    return np.dtype(np.float64 if wide else np.float32)
+
+
+def is_float(x: np.ndarray) -> bool:
+    """Whether `x` holds floats (bfloat16's numpy kind is 'V', not 'f')."""
+    return ElemKind.from_dtype(x.dtype).is_float
+
+
+def _as(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return x.astype(dtype, copy=False)
+
+
+def _per_channel(v: np.ndarray, rank: int) -> np.ndarray:
+    """A (C,) vector shaped to broadcast over N x C x D.. of `rank`."""
+    return v.reshape((-1,) + (1,) * (rank - 2))
+
+
+# -- convolution ---------------------------------------------------------------------------------
+def _spatial_pads(node) -> tuple[list[int], list[int]]:
+    k = len(node.kernel)
+    return list(node.pads[:k]), list(node.pads[k:])
+
+
+@kernel(nn.Conv)
+def _conv(node, x, w, b):
+    acc = compute_dtype(x, w)
+    y = conv(_as(x, acc), _as(w, acc), strides=node.strides, pads=node.pads,
+             dilations=node.dilations, group=node.group, acc_dtype=acc)
+    if b is not None:
+        y += _per_channel(_as(b, acc), y.ndim)
+    return y
+
+
+@kernel(nn.ConvTranspose)
+def _conv_transpose(node, x, w, b):
+    """One matrix product per group gives every (input position, filter tap) contribution;
+    each tap's block is then scatter-added into a strided slice of the output, and cropped.
+
+    The buffer covers both the natural extent stride*(D-1) + (K-1)*dilation + 1 and the
+    requested output, so negative pads and output_padding just leave zeros.
+    """
+    acc = compute_dtype(x, w)
+    x, w = _as(x, acc), _as(w, acc)
+    k = x.ndim - 2
+    spatial, out_spatial = x.shape[2:], node.type.shape[2:]
+    begin, _ = _spatial_pads(node)
+    lead = [max(0, -p) for p in begin]
+    size = [lead[i] + max((spatial[i] - 1) * node.strides[i] + nn.window_extent(node.kernel[i], node.dilations[i]),
+                          begin[i] + out_spatial[i]) for i in range(k)]
+    n, c = x.shape[:2]
+    cg, mg = c // node.group, w.shape[1]
+    tap_list = list(taps(spatial, node.kernel, node.strides, node.dilations))
+    by_channel = x.swapaxes(0, 1).reshape(c, -1)  # C x (N*D..)
+    buf = np.zeros((mg * node.group, n, *size), dtype=acc)  # M x N x D'..: channel-major, like cols
+    shifted = buf[(slice(None), slice(None)) + tuple(slice(lead_i, None) for lead_i in lead)]
+    for g in range(node.group):
+        filters = w[g * cg:(g + 1) * cg].reshape(cg, -1)  # C/g x (M/g * taps)
+        cols = (filters.T @ by_channel[g * cg:(g + 1) * cg]).reshape((mg, len(tap_list), n) + spatial)
+        for number, where in tap_list:
+            shifted[(slice(g * mg, (g + 1) * mg), slice(None)) + where] += cols[:, number]
+    crop = tuple(slice(lead[i] + begin[i], lead[i] + begin[i] + out_spatial[i]) for i in range(k))
+    y = buf[(slice(None), slice(None)) + crop].swapaxes(0, 1)
+    if b is not None:
+        y = y + _per_channel(_as(b, acc), y.ndim)
+    return y
+
+
+# -- pooling ------------------------------------------------------------------------------------
+def _pool_padded(node, x: np.ndarray, value: float) -> np.ndarray:
+    """x padded by the explicit pads plus the end extension ceil_mode's last window needs."""
+    k = x.ndim - 2
+    begin, end = _spatial_pads(node)
+    out = node.types[0].shape[2:]
+    for i in range(k):
+        need = (out[i] - 1) * node.strides[i] + nn.window_extent(node.kernel[i], node.dilations[i])
+        end[i] = max(end[i], need - x.shape[2 + i] - begin[i])
+    return pad_spatial(x, begin + end, value)
+
+
+def _lowest(dtype: np.dtype) -> float:
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+@kernel(nn.MaxPool)
+def _max_pool(node, x):
+    """Running maximum over the taps, remembering which tap won (the first one on ties)."""
+    work = _as(x, compute_dtype(x)) if is_float(x) else x
+    xp = _pool_padded(node, work, _lowest(work.dtype))
+    best, winner = None, None
+    for number, where in taps(node.types[0].shape[2:], node.kernel, node.strides, node.dilations):
+        values = xp[(slice(None), slice(None)) + where]
+        if best is None:
+            best, winner = values.copy(), np.zeros(values.shape, dtype=np.int32)
+            continue
+        better = values > best
+        np.maximum(best, values, out=best)
+        # tap numbers only grow, so the latest strict improvement is the largest number seen
+        np.maximum(winner, better * np.int32(number), out=winner)
+    return best, _argmax_indices(node, x.shape, winner)
+
+
+def _argmax_indices(node, shape: Sequence[int], winner: np.ndarray) -> np.ndarray:
+    """Flat input positions of the winning taps: base of (n, c) + window start + tap offset."""
+    k = len(shape) - 2
+    spatial = shape[2:]
+    # distance between neighbours along each spatial dim in the flattened input
+    if node.column_major:
+        step = [int(np.prod(spatial[:i])) for i in range(k)]
+    else:
+        step = [int(np.prod(spatial[i + 1:])) for i in range(k)]
+    out_spatial = winner.shape[2:]
+    plane = int(np.prod(spatial))
+    flat = (np.arange(shape[0] * shape[1], dtype=np.int64) * plane).reshape(shape[:2] + (1,) * k)
+    for i in range(k):
+        start = np.arange(out_spatial[i], dtype=np.int64) * node.strides[i] - node.pads[i]
+        flat = flat + (start * step[i]).reshape((-1,) + (1,) * (k - 1 - i))
+    offsets = np.array([sum(t[i] * node.dilations[i] * step[i] for i in range(k))
+                        for t in itertools.product(*(range(kk) for kk in node.kernel))], dtype=np.int64)
+    return flat + offsets[winner]
+
+
+def _tap_counts(node, spatial: Sequence[int], out_spatial: Sequence[int]) -> np.ndarray:
+    """Divisor of each average: the taps inside the input (and its explicit pads if counted)."""
+    k = len(spatial)
+    begin, end = _spatial_pads(node)
+    counts = np.ones((1, 1) + (1,) * k)
+    for i in range(k):
+        low, high = (0, begin[i] + spatial[i] + end[i]) if node.count_include_pad \
+            else (begin[i], begin[i] + spatial[i])
+        pos = np.arange(out_spatial[i])[:, None] * node.strides[i] \
+            + np.arange(node.kernel[i])[None, :] * node.dilations[i]
+        per_dim = ((pos >= low) & (pos < high)).sum(axis=1)
+        counts = counts * per_dim.reshape((-1,) + (1,) * (k - 1 - i))
+    return counts
+
+
+@kernel(nn.AveragePool)
+def _average_pool(node, x):
+    acc = compute_dtype(x)
+    xp = _pool_padded(node, _as(x, acc), 0.0)
+    out_spatial = node.type.shape[2:]
+    total = None
+    for _, where in taps(out_spatial, node.kernel, node.strides, node.dilations):
+        values = xp[(slice(None), slice(None)) + where]
+        total = values.copy() if total is None else np.add(total, values, out=total)
+    return total / _tap_counts(node, x.shape[2:], out_spatial).astype(acc)
+
+
+@kernel(nn.GlobalAveragePool)
+def _global_average_pool(node, x):
+    return _as(x, compute_dtype(x)).mean(axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@kernel(nn.GlobalMaxPool)
+def _global_max_pool(node, x):
+    return x.max(axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+# -- normalisation ------------------------------------------------------------------------------
+@kernel(nn.BatchNorm)
+def _batch_norm(node, x, scale, bias, mean, var):
+    """Folded into one multiply-add per element: y = x * a[c] + b[c]."""
+    acc = compute_dtype(x, scale, bias, mean, var)
+    a = _as(scale, acc) / np.sqrt(_as(var, acc) + acc.type(node.epsilon))
+    b = _as(bias, acc) - _as(mean, acc) * a
+    y = _as(x, acc) * _per_channel(a, x.ndim)
+    y += _per_channel(b, x.ndim)
+    return y
+
+
+def _normalise(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> tuple[np.ndarray, ...]:
+    """(x - mean) * inv_std over `axes`, with the mean and inv_std (biased variance)."""
+    mean = x.mean(axis=axes, keepdims=True)
+    centred = x - mean
+    inv_std = 1.0 / np.sqrt((centred * centred).mean(axis=axes, keepdims=True) + x.dtype.type(epsilon))
+    centred *= inv_std
+    return centred, mean, inv_std
+
+
+@kernel(nn.InstanceNorm)
+def _instance_norm(node, x, scale, bias):
+    acc = compute_dtype(x, scale)
+    y, _, _ = _normalise(_as(x, acc), tuple(range(2, x.ndim)), node.epsilon)
+    return y * _per_channel(_as(scale, acc), x.ndim) + _per_channel(_as(bias, acc), x.ndim)
+
+
+@kernel(nn.GroupNorm)
+def _group_norm(node, x, scale, bias):
+    acc = compute_dtype(x, scale)
+    grouped = _as(x, acc).reshape((x.shape[0], node.groups, -1))
+    y, _, _ = _normalise(grouped, (2,), node.epsilon)
+    y = y.reshape(x.shape)
+    return y * _per_channel(_as(scale, acc), x.ndim) + _per_channel(_as(bias, acc), x.ndim)
+
+
+@kernel(nn.LayerNorm)
+def _layer_norm(node, x, scale, bias):
+    acc = compute_dtype(x, scale)
+    y, mean, inv_std = _normalise(_as(x, acc), tuple(range(node.axis, x.ndim)), node.epsilon)
+    y *= _as(scale, acc)
+    if bias is not None:
+        y += _as(bias, acc)
+    return y, mean, inv_std
+
+
+@kernel(nn.RMSNorm)
+def _rms_norm(node, x, scale):
+    acc = compute_dtype(x, scale)
+    x = _as(x, acc)
+    mean_square = (x * x).mean(axis=tuple(range(node.axis, x.ndim)), keepdims=True)
+    return x / np.sqrt(mean_square + acc.type(node.epsilon)) * _as(scale, acc)
+
+
+@kernel(nn.LRN)
+def _lrn(node, x):
+    """Channel-window sums of squares as `size` shifted adds of the zero-padded squares."""
+    acc = compute_dtype(x)
+    x = _as(x, acc)
+    channels = x.shape[1]
+    before = (node.size - 1) // 2
+    after = node.size - 1 - before
+    widths = [(0, 0), (before, after)] + [(0, 0)] * (x.ndim - 2)
+    squares = np.pad(x * x, widths)
+    window = squares[:, :channels].copy()
+    for shift in range(1, node.size):
+        window += squares[:, shift:shift + channels]
+    return x / (acc.type(node.bias) + acc.type(node.alpha / node.size) * window) ** acc.type(node.beta)
+
+
+# -- matrix products ----------------------------------------------------------------------------
+def _numeric(*arrays: np.ndarray) -> list[np.ndarray]:
+    """Float operands in the kernels' compute precision; integers stay as they are."""
+    if not is_float(arrays[0]):
+        return list(arrays)
+    acc = compute_dtype(*arrays)
+    return [_as(a, acc) for a in arrays]
+
+
+@kernel(nn.Gemm)
+def _gemm(node, a, b, c):
+    a, b = _numeric(a, b)
+    y = (a.T if node.trans_a else a) @ (b.T if node.trans_b else b)
+    if node.alpha != 1.0:
+        y = y * node.alpha
+    if c is not None and node.beta != 0.0:
+        y = y + _numeric(c)[0] * node.beta
+    return y
+
+
+@kernel(nn.MatMul)
+def _matmul(node, a, b):
+    return np.matmul(*_numeric(a, b))
+
+
+@kernel(nn.Einsum)
+def _einsum(node, operands):
+    return np.einsum(node.equation, *_numeric(*operands), optimize=len(operands) > 1)
+
+
+# -- softmax ------------------------------------------------------------------------------------
+def _shifted(node, x: np.ndarray) -> np.ndarray:
+    """x - its maximum over the axes, so exp cannot overflow."""
+    x = _as(x, compute_dtype(x))
+    return x - x.max(axis=node.axes, keepdims=True)
+
+
+@kernel(nn.Softmax)
+def _softmax(node, x):
+    e = np.exp(_shifted(node, x))
+    e /= e.sum(axis=node.axes, keepdims=True)
+    return e
+
+
+@kernel(nn.LogSoftmax)
+def _log_softmax(node, x):
+    shifted = _shifted(node, x)
+    return shifted - np.log(np.exp(shifted).sum(axis=node.axes, keepdims=True))
