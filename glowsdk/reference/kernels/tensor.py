@@ -31,7 +31,7 @@ def _reshape(node, x):
 
 @kernel(t.Transpose)
 def _transpose(node, x):
-    return np.ascontiguousarray(np.transpose(x, node.perm))
+    return np.require(np.transpose(x, node.perm), requirements="C")
 
 
 @kernel(t.Concat)
@@ -42,7 +42,7 @@ def _concat(node, xs):
 @kernel(t.Split)
 def _split(node, x):
     cuts = np.cumsum(node.sizes)[:-1]
-    return tuple(np.ascontiguousarray(p) for p in np.split(x, cuts, axis=node.axis))
+    return tuple(np.require(p, requirements="C") for p in np.split(x, cuts, axis=node.axis))
 
 
 @kernel(t.Slice)
@@ -51,7 +51,7 @@ def _slice(node, x):
     for start, size, step in zip(node.starts, node.type.shape, node.steps):
         stop = start + size * step
         index.append(slice(start, stop if stop >= 0 else None, step) if size else slice(0, 0))
-    return np.ascontiguousarray(x[tuple(index)])
+    return np.require(x[tuple(index)], requirements="C")
 
 
 @kernel(t.Pad)
@@ -97,7 +97,7 @@ def _tile(node, x):
 
 @kernel(t.Expand)
 def _expand(node, x):
-    return np.ascontiguousarray(np.broadcast_to(x, node.shape))
+    return np.require(np.broadcast_to(x, node.shape), requirements="C")
 
 
 @kernel(t.DepthToSpace)
