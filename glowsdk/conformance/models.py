@@ -1,0 +1,174 @@
+"""Model-zoo conformance: the nine bundled light networks, end to end, on any backend.
+
+Two checks per model:
+
+- "reference": import, compile and run the model as shipped on the onnx runner's
+  input, and compare with the shipped output under the model's data.json rtol/atol.
+  The shipped weights are constant fills, so every class scores the same there:
+  this check catches crashes and gross errors, not subtle ones.
+- "onnxruntime": the same model with seeded random weights (`randomize_weights`,
+  seed 0) on a seeded random input, against onnxruntime running that very model.
+  It passes when max|glowsdk - ort| / max|ort| < 1e-3 and every output row has
+  the same argmax. onnxruntime is a test dependency: without it the check is
+  "skipped".
+
+Statuses are those of the node tests (pass / fail / unsupported / error) plus "skipped".
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from ..backends.base import Backend
+from ..compiler.pipeline import compile_function
+from ..errors import GlowError, UnsupportedError
+from ..frontend.onnx.importer import import_model
+from ..zoo import BUNDLED, bundled_path, random_inputs, randomize_weights, rebatch, reference_case
+
+RELATIVE_TOLERANCE = 1e-3
+WEIGHT_SEED = 0
+INPUT_SEED = 0
+
+
+@dataclass
+class ModelResult:
+    """The outcome of one check on one bundled model."""
+
+    model: str
+    check: str  # reference | onnxruntime
+    status: str  # pass | fail | unsupported | error | skipped
+    detail: str = ""
+    rel_error: float | None = None  # max|got - want| / max|want| over the outputs
+    argmax_agrees: bool | None = None  # None when the expected rows have no unique maximum
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "check": self.check, "status": self.status, "detail": self.detail,
+                "rel_error": self.rel_error, "argmax_agrees": self.argmax_agrees,
+                "seconds": round(self.seconds, 3)}
+
+
+class _Mismatch(Exception):
+    pass
+
+
+def run_model_zoo(backend: Backend, names: Sequence[str] | None = None,
+                  progress: Callable[[int, int, ModelResult], None] | None = None, *,
+                  batch: int = 1) -> list[ModelResult]:
+    """Run both checks on each bundled model in `names` (all of them by default).
+
+    `batch` sets the batch size of the onnxruntime check (via `rebatch`).
+    """
+    names = list(BUNDLED if names is None else names)
+    for name in names:
+        bundled_path(name)  # an unknown name fails before any model runs
+    checks = {"reference": _reference_check, "onnxruntime": partial(_onnxruntime_check, batch=batch)}
+    total = len(names) * len(checks)
+    results = []
+    for name in names:
+        model = onnx.load(str(bundled_path(name)))
+        for label, check in checks.items():
+            result = _guarded(name, label, check, model, backend)
+            results.append(result)
+            if progress is not None:
+                progress(len(results), total, result)
+    return results
+
+
+def _guarded(name: str, label: str, check: Callable, model: onnx.ModelProto, backend: Backend) -> ModelResult:
+    """Run one check; turn what it raises into a status, as the node tests do."""
+    start = time.perf_counter()
+    result = ModelResult(name, label, "pass")
+    try:
+        check(name, model, backend, result)
+    except _Mismatch as err:
+        result.status, result.detail = "fail", str(err)
+    except UnsupportedError as err:
+        result.status, result.detail = "unsupported", str(err)
+    except GlowError as err:
+        result.status, result.detail = "error", str(err)
+    except Exception as err:  # a crash is a conformance finding, not a harness failure
+        result.status, result.detail = "error", f"{type(err).__name__}: {err}"
+    result.detail = result.detail.splitlines()[0] if result.detail else ""
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _run_glowsdk(model: onnx.ModelProto, backend: Backend, source: str,
+                 inputs: Mapping[str, np.ndarray] | None = None) -> tuple[dict, dict]:
+    """Import, compile and run `model`; returns (inputs, outputs), drawing inputs if not given."""
+    module = import_model(model, source=source)
+    compiled = compile_function(module.functions["main"], backend)
+    feeds = dict(inputs) if inputs is not None else random_inputs(compiled.inputs, INPUT_SEED)
+    return feeds, compiled.execute(feeds)
+
+
+def _reference_check(name: str, model: onnx.ModelProto, backend: Backend, result: ModelResult) -> None:
+    case = reference_case(name, model)
+    _, got = _run_glowsdk(model, backend, name, case.inputs)
+    _measure(result, got, case.outputs)
+    for out, want in case.outputs.items():
+        a, b = got[out].astype(np.float64), want.astype(np.float64)
+        if not np.allclose(a, b, rtol=case.rtol, atol=case.atol):
+            raise _Mismatch(f"output '{out}': max abs error {np.max(np.abs(a - b)):.3g} "
+                            f"(rtol {case.rtol:g}, atol {case.atol:g})")
+
+
+def _onnxruntime_check(name: str, model: onnx.ModelProto, backend: Backend, result: ModelResult, *,
+                       batch: int) -> None:
+    try:
+        import onnxruntime
+    except ImportError as err:
+        result.status, result.detail = "skipped", f"onnxruntime is not installed ({err})"
+        return
+    randomized = randomize_weights(model, WEIGHT_SEED)
+    if batch != 1:
+        randomized = rebatch(randomized, batch)
+    feeds, got = _run_glowsdk(randomized, backend, f"{name} (random weights)")
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # ORT warns about the unused initializers some models carry
+    session = onnxruntime.InferenceSession(randomized.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    want = dict(zip(names, session.run(names, feeds)))
+    _measure(result, got, want)
+    if not result.rel_error < RELATIVE_TOLERANCE:
+        raise _Mismatch(f"relative error {result.rel_error:.3g} exceeds {RELATIVE_TOLERANCE:g}")
+    if result.argmax_agrees is False:
+        raise _Mismatch("the argmax of some output row differs from onnxruntime's")
+
+
+def _measure(result: ModelResult, got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray]) -> None:
+    """Record the relative error and argmax agreement of `got` against `want`."""
+    errors, agreements = [], []
+    for out, expected in want.items():
+        if out not in got:
+            raise _Mismatch(f"output '{out}' was not produced")
+        actual = got[out]
+        if actual.shape != expected.shape or actual.dtype != expected.dtype:
+            raise _Mismatch(f"output '{out}': {actual.dtype}{list(actual.shape)}, "
+                            f"expected {expected.dtype}{list(expected.shape)}")
+        a, b = actual.astype(np.float64), expected.astype(np.float64)
+        scale = np.max(np.abs(b)) if b.size else 0.0
+        diff = np.max(np.abs(a - b)) if b.size else 0.0
+        errors.append(float(diff / scale) if scale > 0 else (0.0 if diff == 0 else float("inf")))
+        agreements.append(_argmax_agrees(a, b))
+    result.rel_error = float(np.max(errors))  # NaN propagates, and fails the tolerance test
+    result.argmax_agrees = None if None in agreements else all(agreements)
+
+
+def _argmax_agrees(got: np.ndarray, want: np.ndarray) -> bool | None:
+    """Whether each row (batch entry) has the same argmax; None if a want row has tied maxima."""
+    if want.ndim == 0 or want.size == 0:
+        return None
+    rows_got = got.reshape(want.shape[0], -1)
+    rows_want = want.reshape(want.shape[0], -1)
+    tied = np.sum(rows_want == rows_want.max(axis=1, keepdims=True), axis=1) > 1
+    if np.any(tied):
+        return None
+    return bool(np.all(rows_got.argmax(axis=1) == rows_want.argmax(axis=1)))
