@@ -177,7 +177,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
 
         names = args.models.split(",") if args.models else None
         bar = Progress("model zoo")
-        results = run_model_zoo(backend, names, lambda d, t, r: bar(d, t, getattr(r, "name", "")))
+        results = run_model_zoo(backend, names, lambda d, t, r: bar(d, t, f"{r.model} {r.check}"))
         bar.close()
         print(report.model_report(results))
         payload["models"] = {"totals": report.totals(results), "cases": [r.to_json() for r in results]}

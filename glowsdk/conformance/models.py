@@ -54,7 +54,7 @@ class ModelResult:
 
 
 class _Mismatch(Exception):
-    pass
+    """Outputs that differ from the expected ones beyond the check's tolerance."""
 
 
 def run_model_zoo(backend: Backend, names: Sequence[str] | None = None,

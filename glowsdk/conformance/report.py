@@ -74,8 +74,8 @@ def model_report(results: Sequence) -> str:
     rows = []
     for r in results:
         d = r.to_json()
-        rows.append([d.get("name", ""), d.get("check", ""), d.get("status", ""),
-                     _fmt_float(d.get("rel_error")), _fmt_bool(d.get("argmax_match")),
+        rows.append([d["model"], d["check"], d["status"], _fmt_float(d["rel_error"]),
+                     _fmt_bool(d["argmax_agrees"]),
                      f"{d.get('seconds', 0):.1f}", (d.get("detail") or "")[:80]])
     t = totals(results)
     text = format_table(["model", "check", "status", "rel error", "argmax", "seconds", "detail"], rows)
