@@ -2,6 +2,11 @@
 
 Every value in a graph has a static `Type`: an element kind and a shape, plus a
 scale and offset for quantized kinds, where value = (q - offset) * scale.
+
+The narrow kinds (8- and 4-bit floats, 4- and 2-bit integers) are storage
+kinds: values of them can be created, moved, cast and (de)quantized, but they
+are neither float nor integer kinds, so arithmetic refuses them. They are held
+unpacked, one element per byte, in ml_dtypes' numpy dtypes.
 """
 from __future__ import annotations
 
@@ -32,6 +37,16 @@ class ElemKind(Enum):
     QINT8 = "int8q"
     QUINT8 = "uint8q"
     QINT32 = "int32q"
+    FLOAT8E4M3FN = "float8e4m3fn"
+    FLOAT8E4M3FNUZ = "float8e4m3fnuz"
+    FLOAT8E5M2 = "float8e5m2"
+    FLOAT8E5M2FNUZ = "float8e5m2fnuz"
+    FLOAT8E8M0 = "float8e8m0"
+    FLOAT4E2M1 = "float4e2m1"
+    INT4 = "int4"
+    UINT4 = "uint4"
+    INT2 = "int2"
+    UINT2 = "uint2"
 
     @property
     def dtype(self) -> np.dtype:
@@ -40,6 +55,7 @@ class ElemKind(Enum):
 
     @property
     def is_float(self) -> bool:
+        """Arithmetic float kinds (float32, float16, bfloat16, float64); not the narrow floats."""
         return self in _FLOATS
 
     @property
@@ -48,8 +64,18 @@ class ElemKind(Enum):
 
     @property
     def is_integer(self) -> bool:
-        """Plain (non-quantized) integer kinds, int64 indices included."""
-        return not self.is_float and not self.is_quantized and self is not ElemKind.BOOL
+        """Plain (non-quantized) arithmetic integer kinds, int64 indices included; not the narrow ints."""
+        return self in _INTEGERS
+
+    @property
+    def is_narrow(self) -> bool:
+        """Storage-only kinds: the 8- and 4-bit floats and the 4- and 2-bit integers."""
+        return self in _NARROW_FLOATS or self in _NARROW_INTEGERS
+
+    @property
+    def is_narrow_float(self) -> bool:
+        """The narrow float kinds (float8 variants and float4e2m1)."""
+        return self in _NARROW_FLOATS
 
     @property
     def itemsize(self) -> int:
@@ -84,9 +110,24 @@ _DTYPES: dict[ElemKind, np.dtype] = {
     ElemKind.QINT8: np.dtype(np.int8),
     ElemKind.QUINT8: np.dtype(np.uint8),
     ElemKind.QINT32: np.dtype(np.int32),
+    ElemKind.FLOAT8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+    ElemKind.FLOAT8E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    ElemKind.FLOAT8E5M2: np.dtype(ml_dtypes.float8_e5m2),
+    ElemKind.FLOAT8E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+    ElemKind.FLOAT8E8M0: np.dtype(ml_dtypes.float8_e8m0fnu),
+    ElemKind.FLOAT4E2M1: np.dtype(ml_dtypes.float4_e2m1fn),
+    ElemKind.INT4: np.dtype(ml_dtypes.int4),
+    ElemKind.UINT4: np.dtype(ml_dtypes.uint4),
+    ElemKind.INT2: np.dtype(ml_dtypes.int2),
+    ElemKind.UINT2: np.dtype(ml_dtypes.uint2),
 }
 _FLOATS = {ElemKind.FLOAT32, ElemKind.FLOAT16, ElemKind.BFLOAT16, ElemKind.FLOAT64}
+_INTEGERS = {ElemKind.INT8, ElemKind.UINT8, ElemKind.INT16, ElemKind.UINT16, ElemKind.INT32,
+             ElemKind.UINT32, ElemKind.INT64, ElemKind.UINT64}
 _QUANTIZED = {ElemKind.QINT8, ElemKind.QUINT8, ElemKind.QINT32}
+_NARROW_FLOATS = {ElemKind.FLOAT8E4M3FN, ElemKind.FLOAT8E4M3FNUZ, ElemKind.FLOAT8E5M2,
+                  ElemKind.FLOAT8E5M2FNUZ, ElemKind.FLOAT8E8M0, ElemKind.FLOAT4E2M1}
+_NARROW_INTEGERS = {ElemKind.INT4, ElemKind.UINT4, ElemKind.INT2, ElemKind.UINT2}
 _FROM_DTYPE = {dt: k for k, dt in _DTYPES.items() if not k.is_quantized}
 
 

@@ -140,8 +140,36 @@ Clip = unary("Clip", is_numeric, "clamp(x, min, max); the bounds are in x's elem
              [float_attr("min", float("-inf")), float_attr("max", float("inf"))])
 
 # -- conversion -------------------------------------------------------------------------------
+ROUND_MODES = ("up", "down", "nearest")
+"""How a Cast to float8e8m0 rounds: to the next power of two away from zero, toward it, or the nearer."""
+
+SATURATING = frozenset({ElemKind.FLOAT8E4M3FN, ElemKind.FLOAT8E4M3FNUZ, ElemKind.FLOAT8E5M2,
+                        ElemKind.FLOAT8E5M2FNUZ, ElemKind.FLOAT8E8M0})
+"""The target kinds Cast's `saturate` flag applies to (ONNX: the float8 kinds)."""
+
+
+def _cast_type(node: Node) -> Type:
+    if node.to.is_quantized:
+        raise node.fail(f"cannot cast to the quantized kind {node.to.value}: use Quantize")
+    if node.round_mode not in ROUND_MODES:
+        raise node.fail(f"round_mode must be one of {', '.join(ROUND_MODES)}, got '{node.round_mode}'")
+    return node.input.type.with_elem(node.to)
+
+
 Cast = define_node(
-    "Cast", "input", attrs=[elem_attr("to")], family=FAMILY,
-    infer=lambda node: node.input.type.with_elem(node.to),
-    doc="Convert to another plain element kind; float to int truncates toward zero, "
-        "to bool is x != 0, out-of-range float to int saturates is undefined (as in ONNX).")
+    "Cast", "input",
+    attrs=[elem_attr("to"), bool_attr("saturate", True, doc="float8 targets only (SATURATING)"),
+           str_attr("round_mode", "up", doc="float8e8m0 targets only: up, down or nearest")],
+    infer=_cast_type, family=FAMILY,
+    doc="Convert to another plain element kind (a quantized operand converts its raw integers). "
+        "Float to integer truncates toward zero (out of range: undefined, as in ONNX, except for the "
+        "narrow integers below); to bool is x != 0. Narrow kinds: float8 (e4m3fn, e4m3fnuz, e5m2, "
+        "e5m2fnuz) and float4e2m1 round half to even, once (float64 sources too). With saturate, "
+        "float8 out-of-range values and infinities clamp to the largest finite value and NaN stays "
+        "NaN; without it they become inf (e5m2) or NaN (the others, whose -0 is +0 for the fnuz "
+        "kinds). float4e2m1 always saturates and maps NaN to -0 (as the ONNX reference does). "
+        "float8e8m0 takes |x| to a power of two 2**-127..2**127 by round_mode (nearest: ties, "
+        "1.5 * 2**k, round up); beyond that range, inf and zero saturate to the nearest end, or "
+        "become NaN without saturate. int4/uint4/int2/uint2: floats truncate toward zero (NaN and "
+        "inf give 0), then the higher bits are discarded (two's complement), as for every "
+        "fixed-point narrowing.")

@@ -8,7 +8,7 @@ saturates to that kind's range. Quantized values travel as their raw integers;
 """
 from __future__ import annotations
 
-import numpy as np
+import ml_dtypes
 
 from ..node import Node, NodeValue
 from ..spec import define_node, elem_attr, int_attr, ints_attr, type_attr
@@ -34,8 +34,8 @@ def storage(kind: ElemKind) -> ElemKind:
 
 
 def integer_range(kind: ElemKind) -> tuple[int, int]:
-    """The saturation bounds of an integer or quantized kind."""
-    info = np.iinfo(kind.dtype)
+    """The saturation bounds of an integer, narrow integer or quantized kind."""
+    info = ml_dtypes.iinfo(kind.dtype)
     return int(info.min), int(info.max)
 
 

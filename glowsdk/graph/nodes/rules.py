@@ -59,3 +59,13 @@ def is_bool(kind: ElemKind) -> bool:
 def is_index(kind: ElemKind) -> bool:
     """int32 or int64"""
     return kind in (ElemKind.INT32, ElemKind.INT64)
+
+
+def require_same_elem(node: Node, *names: str) -> None:
+    """Raise a GraphError unless the named operands (absent ones skipped) share the first one's kind."""
+    first = getattr(node, names[0]).type
+    for name in names[1:]:
+        value = getattr(node, name)
+        if value is not None and not value.type.same_elem(first):
+            raise node.fail(f"{name} must have the element kind of {names[0]} ({first.elem.value}), "
+                            f"got {value.type}")

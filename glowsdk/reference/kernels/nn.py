@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...graph.nodes import nn
+from ...graph.nodes import linalg, nn
 from ...graph.types import ElemKind
 from ..registry import kernel
 from .windows import conv, pad_spatial, taps
@@ -259,7 +259,7 @@ def _numeric(*arrays: np.ndarray) -> list[np.ndarray]:
     return [_as(a, acc) for a in arrays]
 
 
-@kernel(nn.Gemm)
+@kernel(linalg.Gemm)
 def _gemm(node, a, b, c):
     a, b = _numeric(a, b)
     y = (a.T if node.trans_a else a) @ (b.T if node.trans_b else b)
@@ -270,12 +270,12 @@ def _gemm(node, a, b, c):
     return y
 
 
-@kernel(nn.MatMul)
+@kernel(linalg.MatMul)
 def _matmul(node, a, b):
     return np.matmul(*_numeric(a, b))
 
 
-@kernel(nn.Einsum)
+@kernel(linalg.Einsum)
 def _einsum(node, operands):
     return np.einsum(node.equation, *_numeric(*operands), optimize=len(operands) > 1)
 

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from ....graph.node import NodeValue
-from ....graph.nodes import nn
+from ....graph.nodes import linalg, nn
 from ....graph.nodes.core import Splat
 from ....graph.types import ElemKind
 from ..context import OnnxNode, elem_of_onnx
@@ -236,12 +236,12 @@ def _lrn(node: OnnxNode):
 # -- matrix products ----------------------------------------------------------------------------
 @converter("Gemm")
 def _gemm(node: OnnxNode):
-    return node.add(nn.Gemm, node.input(0), node.input(1), node.input(2),
+    return node.add(linalg.Gemm, node.input(0), node.input(1), node.input(2),
                     alpha=float(node.attr("alpha", 1.0)), beta=float(node.attr("beta", 1.0)),
                     trans_a=bool(node.attr("transA", 0)), trans_b=bool(node.attr("transB", 0)))
 
 
-converter("MatMul")(lambda node: node.add(nn.MatMul, node.input(0), node.input(1)))
+converter("MatMul")(lambda node: node.add(linalg.MatMul, node.input(0), node.input(1)))
 
 
 def explicit_equation(equation: str) -> str:
@@ -260,7 +260,7 @@ def explicit_equation(equation: str) -> str:
 
 @converter("Einsum")
 def _einsum(node: OnnxNode):
-    return node.add(nn.Einsum, *node.inputs(), equation=explicit_equation(node.attr("equation", "")))
+    return node.add(linalg.Einsum, *node.inputs(), equation=explicit_equation(node.attr("equation", "")))
 
 
 # -- softmax ------------------------------------------------------------------------------------
