@@ -21,6 +21,13 @@ _ELEM_OF_ONNX = {
     onnx.TensorProto.INT32: ElemKind.INT32, onnx.TensorProto.UINT32: ElemKind.UINT32,
     onnx.TensorProto.INT64: ElemKind.INT64, onnx.TensorProto.UINT64: ElemKind.UINT64,
     onnx.TensorProto.BOOL: ElemKind.BOOL,
+    onnx.TensorProto.FLOAT8E4M3FN: ElemKind.FLOAT8E4M3FN,
+    onnx.TensorProto.FLOAT8E4M3FNUZ: ElemKind.FLOAT8E4M3FNUZ,
+    onnx.TensorProto.FLOAT8E5M2: ElemKind.FLOAT8E5M2,
+    onnx.TensorProto.FLOAT8E5M2FNUZ: ElemKind.FLOAT8E5M2FNUZ,
+    onnx.TensorProto.FLOAT8E8M0: ElemKind.FLOAT8E8M0, onnx.TensorProto.FLOAT4E2M1: ElemKind.FLOAT4E2M1,
+    onnx.TensorProto.INT4: ElemKind.INT4, onnx.TensorProto.UINT4: ElemKind.UINT4,
+    onnx.TensorProto.INT2: ElemKind.INT2, onnx.TensorProto.UINT2: ElemKind.UINT2,
 }
 
 

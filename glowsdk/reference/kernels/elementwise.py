@@ -5,6 +5,7 @@ import numpy as np
 
 from ...graph.nodes import elementwise as ew
 from ..registry import kernel
+from . import convert
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -132,6 +133,4 @@ def _clip(node, x):
 
 @kernel(ew.Cast)
 def _cast(node, x):
-    if node.to.dtype == np.bool_:
-        return x != 0
-    return x.astype(node.to.dtype)
+    return convert.cast(x, node.to, node.saturate, node.round_mode)

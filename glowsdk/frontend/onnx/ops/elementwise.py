@@ -100,11 +100,15 @@ def _cast(node: OnnxNode):
 @converter("CastLike")
 def _cast_like(node: OnnxNode):
     target = node.input(1).type.elem
-    return _cast_to(node, target)
+    return _cast_to(node, target.quantized_storage if target.is_quantized else target)
 
 
 def _cast_to(node: OnnxNode, to: ElemKind):
+    """A Cast node with saturate (opset 19+) and round_mode (opset 24+) normalised away where they
+    have no effect, so equal conversions are equal nodes."""
     value = node.input(0)
-    if value.type.elem == to:
+    saturate = bool(node.attr("saturate", 1)) if to in ew.SATURATING else True
+    round_mode = node.attr("round_mode", "up") if to is ElemKind.FLOAT8E8M0 else "up"
+    if value.type.elem == to and not (saturate and to is ElemKind.FLOAT8E5M2):  # that clamps infinities
         return value
-    return node.add(ew.Cast, value, to=to)
+    return node.add(ew.Cast, value, to=to, saturate=saturate, round_mode=round_mode)

@@ -6,11 +6,13 @@ Two paths, both exact:
   DequantizeLinear from int8/uint8/int32 a `Dequantize` (after a `Reinterpret`
   attaches the scale and offset to plain integers), and a QLinear op whose
   scales are float32 requantizes its int32 accumulator with `Rescale`.
-- element-wise: any other form (per-axis or blocked scales, 16-bit kinds,
-  float16 QLinear scales, scales computed at run time) is spelled with Cast,
-  Div, Mul, Sub, Add, Round and Clip, mirroring ONNX's formulas operation by
-  operation. Per-axis and blocked scales must be known at compile time (they are
-  expanded to broadcast against the input); per-tensor ones may be run-time values.
+- element-wise: any other form (per-axis or blocked scales, 16-bit and narrow
+  kinds, float16 QLinear scales, scales computed at run time) is spelled with
+  Cast, Div, Mul, Sub, Add, Round and Clip, mirroring ONNX's formulas operation
+  by operation; quantizing to a float8 kind or float4e2m1 ends in one rounding
+  Cast (saturating unless the node says saturate=0). Per-axis and blocked
+  scales must be known at compile time (they are expanded to broadcast against
+  the input); per-tensor ones may be run-time values.
 MatMulInteger and ConvInteger, and the accumulators of the QLinear ops, are
 `IntegerMatMul` and `IntegerConv`.
 """
@@ -28,7 +30,11 @@ from ..context import OnnxNode, elem_of_onnx
 from ..registry import converter
 
 _QUANTIZED = {ElemKind.INT8: ElemKind.QINT8, ElemKind.UINT8: ElemKind.QUINT8, ElemKind.INT32: ElemKind.QINT32}
-_QUANTIZE_TARGETS = (ElemKind.INT8, ElemKind.UINT8, ElemKind.INT16, ElemKind.UINT16)
+_INTEGER_TARGETS = (ElemKind.INT8, ElemKind.UINT8, ElemKind.INT16, ElemKind.UINT16, ElemKind.INT4,
+                    ElemKind.UINT4, ElemKind.INT2, ElemKind.UINT2)
+_FLOAT_TARGETS = (ElemKind.FLOAT8E4M3FN, ElemKind.FLOAT8E4M3FNUZ, ElemKind.FLOAT8E5M2,
+                  ElemKind.FLOAT8E5M2FNUZ, ElemKind.FLOAT4E2M1)
+_QUANTIZE_TARGETS = (*_INTEGER_TARGETS, *_FLOAT_TARGETS)
 _DEQUANTIZE_SOURCES = (*_QUANTIZE_TARGETS, ElemKind.INT32)
 
 Operand = NodeValue | np.ndarray
@@ -129,8 +135,23 @@ def _quantize_target(node: OnnxNode) -> ElemKind:
         target = zero
     target = target or ElemKind.UINT8
     if target not in _QUANTIZE_TARGETS:
-        raise node.unsupported(f"quantizing to {target.value} (supported: int8, uint8, int16, uint16)")
+        raise node.unsupported(f"quantizing to {target.value} (supported: "
+                               f"{', '.join(k.value for k in _QUANTIZE_TARGETS)})")
     return target
+
+
+def _precision(node: OnnxNode, x: Type, scale: Type) -> ElemKind:
+    """The float kind the division x / scale is done in: the precision attribute, else numpy's
+    promotion of x and the scale (a float8e8m0 scale, exact in float32, promotes as float32)."""
+    declared = node.attr("precision", 0)
+    if declared:
+        precision = elem_of_onnx(declared, f"node '{node.name}' precision")
+    else:
+        scale_dtype = scale.dtype if scale.elem.is_float else np.dtype(np.float32)
+        precision = ElemKind.from_dtype(np.result_type(x.dtype, scale_dtype))
+    if not precision.is_float:
+        raise node.error(f"precision must be a float kind, got {precision.value}")
+    return precision
 
 
 @converter("QuantizeLinear")
@@ -139,13 +160,9 @@ def _quantize_linear(node: OnnxNode):
     if not (x.type.elem.is_float or x.type.elem is ElemKind.INT32):
         raise node.error(f"x must be float or int32, got {x.type}")
     target = _quantize_target(node)
-    declared = node.attr("precision", 0)
-    precision = elem_of_onnx(declared, f"node '{node.name}' precision") if declared else \
-        ElemKind.from_dtype(np.result_type(x.type.dtype, scale.type.dtype))
-    if not precision.is_float:
-        raise node.error(f"precision must be a float kind, got {precision.value}")
-    params = _per_tensor(node, 1, 2)
-    if params is not None and target in _QUANTIZED and x.type.elem.is_float:
+    precision = _precision(node, x.type, scale.type)
+    params = _per_tensor(node, 1, 2) if target in _QUANTIZED and x.type.elem.is_float else None
+    if params is not None:
         result = Type(_QUANTIZED[target], x.type.shape, *params)
         return node.add(q.Quantize, x, result_type=result, precision=precision)
     axis, block = _axis_and_block(node)
@@ -153,6 +170,11 @@ def _quantize_linear(node: OnnxNode):
     zero = _expand(node, 2, x.type.shape, axis, block, "zero point")
     ratio = node.add(ew.Div, _as_kind(node, x, precision, "x"), _as_kind(node, scale, precision, "scale"),
                      suffix="divide")
+    if target in _FLOAT_TARGETS:
+        if zero is not None:
+            ratio = node.add(ew.Add, ratio, _as_kind(node, zero, precision, "zero_point"), suffix="shift")
+        saturate = bool(node.attr("saturate", 1)) if target in ew.SATURATING else True
+        return node.add(ew.Cast, ratio, to=target, saturate=saturate)
     rounded = node.add(ew.Round, ratio, suffix="round")
     shifted = _as_kind(node, rounded, ElemKind.FLOAT64, "rounded")
     if zero is not None:
@@ -165,15 +187,16 @@ def _dequantize_linear(node: OnnxNode):
     x, scale = node.input(0), node.input(1)
     raw_kind = q.storage(x.type.elem)
     if raw_kind not in _DEQUANTIZE_SOURCES:
-        raise node.unsupported(f"dequantizing {x.type} (supported: int8, uint8, int16, uint16, int32)")
+        raise node.unsupported(f"dequantizing {x.type} (supported: "
+                               f"{', '.join(k.value for k in _DEQUANTIZE_SOURCES)})")
     if node.has_input(2) and q.storage(node.input(2).type.elem) is not raw_kind:
         raise node.error(f"the zero point {node.input(2).type} must have x's kind {raw_kind.value}")
     declared = node.attr("output_dtype", 0)
     out = elem_of_onnx(declared, f"node '{node.name}' output_dtype") if declared else scale.type.elem
     if not out.is_float:
         raise node.error(f"the result kind must be a float kind, got {out.value}")
-    params = _per_tensor(node, 1, 2)
-    if params is not None and raw_kind in _QUANTIZED:
+    params = _per_tensor(node, 1, 2) if raw_kind in _QUANTIZED else None
+    if params is not None:
         typed = Type(_QUANTIZED[raw_kind], x.type.shape, *params)
         if x.type != typed:
             typed_x = node.add(q.Reinterpret, x, suffix="typed", result_type=typed)
