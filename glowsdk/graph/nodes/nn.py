@@ -49,7 +49,8 @@ def pooled_size(size: int, kernel: int, stride: int, begin: int, end: int, dilat
     return out
 
 
-def _check_window(node: Node, spatial: Sequence[int], negative_pads: bool = False) -> None:
+def check_window(node: Node, spatial: Sequence[int], negative_pads: bool = False) -> None:
+    """GraphError unless kernel/strides/dilations/pads fit `spatial` (shared by every windowed kind)."""
     k = len(spatial)
     for name in ("kernel", "strides", "dilations"):
         values = getattr(node, name)
@@ -63,10 +64,10 @@ def _check_window(node: Node, spatial: Sequence[int], negative_pads: bool = Fals
         raise node.fail(f"pads {list(node.pads)} must not be negative")
 
 
-def _windowed_shape(node: Node, spatial: Sequence[int], ceil_mode: bool = False) -> tuple[int, ...]:
+def windowed_shape(node: Node, spatial: Sequence[int], ceil_mode: bool = False) -> tuple[int, ...]:
     """Output spatial dims; GraphError if a window does not fit the padded input."""
     k = len(spatial)
-    _check_window(node, spatial)
+    check_window(node, spatial)
     out = []
     for i, size in enumerate(spatial):
         n = pooled_size(size, node.kernel[i], node.strides[i], node.pads[i], node.pads[i + k],
@@ -113,7 +114,7 @@ def _conv_type(node: Node) -> Type:
         raise node.fail(f"filter {filt} must have {c // node.group} channels (input channels / group)")
     if tuple(node.kernel) != filt.shape[2:]:
         raise node.fail(f"kernel {list(node.kernel)} does not match the filter {filt}")
-    return image.with_shape((n, filt.shape[0]) + _windowed_shape(node, spatial))
+    return image.with_shape((n, filt.shape[0]) + windowed_shape(node, spatial))
 
 
 def _verify_conv(node: Node) -> None:
@@ -140,7 +141,7 @@ def _conv_transpose_type(node: Node) -> Type:
         raise node.fail(f"group {node.group} must divide the input channels ({c})")
     if tuple(node.kernel) != filt.shape[2:]:
         raise node.fail(f"kernel {list(node.kernel)} does not match the filter {filt}")
-    _check_window(node, spatial, negative_pads=True)
+    check_window(node, spatial, negative_pads=True)
     if len(node.output_padding) != k or any(p < 0 for p in node.output_padding):
         raise node.fail(f"output_padding {list(node.output_padding)} needs {k} non-negative entries")
     out = []
@@ -168,7 +169,7 @@ ConvTranspose = define_node(
 # -- pooling ------------------------------------------------------------------------------------
 def _pool_type(node: Node) -> Type:
     image = _image(node)
-    return image.with_shape(image.shape[:2] + _windowed_shape(node, image.shape[2:], node.ceil_mode))
+    return image.with_shape(image.shape[:2] + windowed_shape(node, image.shape[2:], node.ceil_mode))
 
 
 def _max_pool_types(node: Node) -> list[Type]:

@@ -13,6 +13,7 @@ import ml_dtypes
 from ..node import Node, NodeValue
 from ..spec import define_node, elem_attr, int_attr, ints_attr, type_attr
 from ..types import ElemKind, Type, broadcast_shapes
+from .nn import windowed_shape
 from .rules import is_float, require_elem
 
 FAMILY = "quant"
@@ -137,31 +138,14 @@ IntegerMatMul = define_node(
         "undefined, as in ONNX.")
 
 
-def conv_output_shape(input_: Type, kernel: tuple[int, ...], filters: int, strides: tuple[int, ...],
-                      pads: tuple[int, ...], dilations: tuple[int, ...]) -> tuple[int, ...]:
-    """N x filters x O.. of a cross-correlation with explicit pads [begin.., end..]."""
-    k = len(kernel)
-    spatial = []
-    for i in range(k):
-        span = (kernel[i] - 1) * dilations[i] + 1
-        extent = input_.shape[2 + i] + pads[i] + pads[i + k]
-        if extent < span:
-            raise ValueError(f"kernel span {span} exceeds the padded input extent {extent} on axis {2 + i}")
-        spatial.append((extent - span) // strides[i] + 1)
-    return (input_.shape[0], filters, *spatial)
-
-
 def _conv_type(node: Node) -> Type:
     x, w = node.input.type, node.filter.type
     require_elem(node, x, is_byte, "input")
     require_elem(node, w, is_byte, "filter")
-    k = x.rank - 2
-    if k < 1 or w.rank != x.rank:
+    if x.rank < 3 or w.rank != x.rank:
         raise node.fail(f"input {x} and filter {w} must have the same rank >= 3")
-    for attr, count in (("strides", k), ("dilations", k), ("pads", 2 * k)):
-        values = node.attrs[attr]
-        if len(values) != count or any(v < (0 if attr == "pads" else 1) for v in values):
-            raise node.fail(f"{attr} {list(values)} must hold {count} values (>= {0 if attr == 'pads' else 1})")
+    if tuple(node.kernel) != w.shape[2:]:
+        raise node.fail(f"kernel {list(node.kernel)} differs from the filter's spatial shape {list(w.shape[2:])}")
     group, filters = node.group, w.shape[0]
     if group < 1 or x.shape[1] % group or filters % group or w.shape[1] * group != x.shape[1]:
         raise node.fail(f"filter {w} does not fit input {x} with group={group}")
@@ -173,13 +157,12 @@ def _conv_type(node: Node) -> Type:
         raise node.fail(f"filter zero point {node.filter_zero.type} must be one value or one per filter")
     if node.bias is not None and node.bias.type != Type(ElemKind.INT32, (filters,)):
         raise node.fail(f"bias must be int32<{filters}>, got {node.bias.type}")
-    shape = conv_output_shape(x, w.shape[2:], filters, node.strides, node.pads, node.dilations)
-    return Type(ElemKind.INT32, shape)
+    return Type(ElemKind.INT32, (x.shape[0], filters) + windowed_shape(node, x.shape[2:]))
 
 
 IntegerConv = define_node(
     "IntegerConv", "input filter input_zero? filter_zero? bias?",
-    attrs=[ints_attr("strides"), ints_attr("pads", doc="[begin.., end..] per spatial axis"),
+    attrs=[ints_attr("kernel"), ints_attr("strides"), ints_attr("pads", doc="[begin.., end..] per spatial axis"),
            ints_attr("dilations"), int_attr("group", 1)],
     infer=_conv_type, family=FAMILY,
     doc="int32 = conv(input - input_zero, filter - filter_zero) + bias: grouped N-d cross-correlation "

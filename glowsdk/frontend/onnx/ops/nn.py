@@ -52,7 +52,7 @@ def _auto_pads(node: OnnxNode, spatial: Sequence[int], kernel: Sequence[int],
     return begins + ends
 
 
-def _window(node: OnnxNode, image: NodeValue, kernel: Sequence[int]) -> dict:
+def window_attrs(node: OnnxNode, image: NodeValue, kernel: Sequence[int]) -> dict:
     """kernel, strides, pads and dilations of a Conv or pooling node, all explicit."""
     spatial = image.type.shape[2:]
     k = len(spatial)
@@ -79,7 +79,7 @@ def _conv(node: OnnxNode):
     image, filt = _image(node), node.input(1)
     kernel = node.attr("kernel_shape") or filt.type.shape[2:]
     return node.add(nn.Conv, image, filt, node.input(2), group=int(node.attr("group", 1)),
-                    **_window(node, image, kernel))
+                    **window_attrs(node, image, kernel))
 
 
 @converter("ConvTranspose")
@@ -139,7 +139,7 @@ def _pool_attrs(node: OnnxNode, image: NodeValue) -> dict:
     kernel = node.attr("kernel_shape")
     if kernel is None:
         raise node.error("kernel_shape is required")
-    attrs = _window(node, image, kernel)
+    attrs = window_attrs(node, image, kernel)
     # SAME fixes the output at ceil(D / stride) whatever ceil_mode says (as onnxruntime does)
     same = (node.attr("auto_pad") or "NOTSET").startswith("SAME")
     attrs["ceil_mode"] = bool(node.attr("ceil_mode", 0)) and not same

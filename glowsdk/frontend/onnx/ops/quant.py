@@ -28,6 +28,7 @@ from ....graph.nodes import quant as q
 from ....graph.types import ElemKind, Type, broadcast_shapes
 from ..context import OnnxNode, elem_of_onnx
 from ..registry import converter
+from .nn import window_attrs
 
 _QUANTIZED = {ElemKind.INT8: ElemKind.QINT8, ElemKind.UINT8: ElemKind.QUINT8, ElemKind.INT32: ElemKind.QINT32}
 _INTEGER_TARGETS = (ElemKind.INT8, ElemKind.UINT8, ElemKind.INT16, ElemKind.UINT16, ElemKind.INT4,
@@ -215,36 +216,6 @@ def _dequantize_linear(node: OnnxNode):
 
 
 # -- integer compute --------------------------------------------------------------------------
-def _conv_attrs(node: OnnxNode, x: Type, w: Type) -> dict:
-    """strides, explicit pads, dilations and group, with auto_pad resolved."""
-    k = x.rank - 2
-    if k < 1 or w.rank != x.rank:
-        raise node.error(f"x {x} and w {w} must have the same rank >= 3")
-    kernel = list(w.shape[2:])
-    declared = node.attr("kernel_shape")
-    if declared is not None and list(declared) != kernel:
-        raise node.error(f"kernel_shape {list(declared)} differs from the filter's spatial shape {kernel}")
-    strides = list(node.attr("strides", [1] * k))
-    dilations = list(node.attr("dilations", [1] * k))
-    auto_pad = node.attr("auto_pad", "NOTSET")
-    if auto_pad == "NOTSET":
-        pads = list(node.attr("pads", [0] * 2 * k))
-    elif auto_pad == "VALID":
-        pads = [0] * 2 * k
-    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        begins, ends = [], []
-        for i in range(k):
-            out = -(-x.shape[2 + i] // strides[i])
-            total = max((out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - x.shape[2 + i], 0)
-            small = total // 2
-            begins.append(small if auto_pad == "SAME_UPPER" else total - small)
-            ends.append(total - begins[-1])
-        pads = begins + ends
-    else:
-        raise node.error(f"auto_pad must be NOTSET, VALID, SAME_UPPER or SAME_LOWER, got '{auto_pad}'")
-    return {"strides": strides, "pads": pads, "dilations": dilations, "group": int(node.attr("group", 1))}
-
-
 def _single_zero(node: OnnxNode, index: int, what: str) -> NodeValue | None:
     zero = node.input(index)
     if zero is not None and zero.type.size != 1:
@@ -266,7 +237,8 @@ def _integer_conv(node: OnnxNode, x: int, x_zero: int, w: int, w_zero: int, bias
     return node.add(q.IntegerConv, x_value, w_value, _single_zero(node, x_zero, "x_zero_point"),
                     None if filter_zero is None else plain(node, filter_zero),
                     None if bias is None else node.input(bias), suffix=suffix,
-                    **_conv_attrs(node, x_value.type, w_value.type))
+                    group=int(node.attr("group", 1)),
+                    **window_attrs(node, x_value, node.attr("kernel_shape") or w_value.type.shape[2:]))
 
 
 @converter("MatMulInteger")
