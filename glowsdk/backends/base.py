@@ -1,8 +1,12 @@
-"""What a backend is: the contract between the compiler and a device (paper 3.4, 3.6).
+"""The backend plugin contract: what a vendor implements (paper 3.4, 3.6).
 
-A backend receives a verified Function and returns a CompiledFunction that runs
-it. Backends are found through the `glowsdk.backends` entry-point group, so a
-vendor's separately installed package plugs in without editing glowsdk.
+A backend declares which primitives it runs (and on which element kinds); the
+compiler lowers every other node onto them. It may keep a high-level node it
+implements natively (`should_lower`), rewrite the lowered graph into
+target-specific nodes (`transform_post_lowering`), and must compile a verified
+function into something that executes. Backends are discovered through the
+`glowsdk.backends` entry-point group, so a vendor's separately installed package
+plugs in without editing glowsdk.
 """
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from ..graph.function import Function
-from ..graph.node import Node
-from ..graph.types import Type
+from ..graph.node import Node, Storage
+from ..graph.types import ElemKind, Type
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,15 @@ class TensorInfo:
     @property
     def shape(self) -> tuple[int, ...]:
         return self.type.shape
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the runtime needs to know to place work on a device."""
+
+    memory_bytes: int
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -49,14 +62,49 @@ class CompiledFunction(ABC):
 
 
 class Backend(ABC):
-    """Base class of every backend, built-in or a vendor's."""
+    """Base class of every backend, built-in or a vendor's.
+
+    Subclasses set `name` and `primitives` (primitive kind name -> element kinds it
+    runs, see `glowsdk.compiler.lowering.primitives.PRIMITIVES`) and implement
+    `compile`. Everything else has a sensible default.
+    """
 
     name: ClassVar[str]
+    primitives: ClassVar[Mapping[str, frozenset[ElemKind]]] = {}
 
     def is_op_supported(self, node: Node) -> bool:
-        """Whether this backend can execute `node` as it is."""
+        """Whether this backend can execute `node` as it is after lowering.
+
+        The default: a declared primitive, in canonical form, whose operands and
+        results all have element kinds this backend declared for it.
+        """
+        from ..compiler.lowering.primitives import PRIMITIVES
+
+        elems = self.primitives.get(node.kind)
+        primitive = PRIMITIVES.get(node.kind)
+        if elems is None or primitive is None or not primitive.accepts(node):
+            return False
+        kinds = [t.elem for t in node.types] + [v.type.elem for v in node.present_inputs()]
+        return all(kind in elems for kind in kinds)
+
+    def should_lower(self, node: Node) -> bool:
+        """Whether the compiler should lower `node`; return False to receive it as it is."""
         return True
+
+    def transform_post_lowering(self, function: Function) -> bool:
+        """Rewrite the lowered function into target-specific nodes; return whether it changed."""
+        return False
+
+    def device_info(self) -> DeviceInfo:
+        """Memory and capabilities, for the runtime's partitioner and provisioner."""
+        return DeviceInfo(memory_bytes=0, description=self.name)
 
     @abstractmethod
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        """Compile a verified function for this backend."""
+        """Compile a verified, lowered, scheduled function for this backend."""
+
+
+def unsupported_nodes(function: Function, backend: Backend) -> list[Node]:
+    """The nodes `backend` cannot run (storage and Save are structural, always fine)."""
+    return [n for n in function.nodes
+            if n.kind != "Save" and not isinstance(n, Storage) and not backend.is_op_supported(n)]

@@ -1,20 +1,42 @@
-"""The compilation pipeline from a verified graph to a backend's compiled function.
+"""The compilation pipeline from an imported graph to a backend's compiled function (paper 3.6).
 
-Today: verify, check backend support, hand over. Optimisation, lowering,
-scheduling, IRGen and the IR optimiser slot in here as they arrive (paper 3.6).
+verify -> graph optimisation -> lowering (driven by the backend) -> post-lowering
+optimisation -> the backend's target-specific transform -> compile. The input
+function is cloned first, so one imported network can be compiled many times.
+`on_stage(stage, function)` lets callers dump or count nodes between stages.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ..backends.base import Backend, CompiledFunction, CompileOptions
-from ..errors import UnsupportedOpsError
+from ..errors import GraphError
 from ..graph.function import Function
+from .lowering import lower_function
+from .passes import GRAPH_OPTIMIZATION, POST_LOWERING, PassManager
+
+StageHook = Callable[[str, Function], None]
+STAGES = ("imported", "optimized", "lowered", "transformed")
 
 
-def compile_function(function: Function, backend: Backend,
-                     options: CompileOptions | None = None) -> CompiledFunction:
-    """Verify `function`, make sure `backend` runs every node, and compile it."""
+def compile_function(function: Function, backend: Backend, options: CompileOptions | None = None, *,
+                     passes: PassManager | None = None, on_stage: StageHook | None = None,
+                     verify_each: bool = False) -> CompiledFunction:
+    """Optimise, lower and compile a copy of `function` for `backend`."""
     function.verify()
-    unsupported = {n.kind for n in function.nodes if not backend.is_op_supported(n)}
-    if unsupported:
-        raise UnsupportedOpsError(unsupported, f"target '{backend.name}'")
+    function = function.module.clone().functions[function.name]
+    hook = on_stage or (lambda stage, fn: None)
+    manager = passes or PassManager()
+    hook("imported", function)
+    manager.run(GRAPH_OPTIMIZATION, function)
+    hook("optimized", function)
+    lower_function(function, backend, verify_each=verify_each)
+    manager.run(POST_LOWERING, function)
+    hook("lowered", function)
+    if backend.transform_post_lowering(function):
+        try:
+            function.verify()
+        except GraphError as err:
+            raise GraphError(f"after {backend.name}'s post-lowering transform: {err}") from None
+    hook("transformed", function)
     return backend.compile(function, options or CompileOptions())

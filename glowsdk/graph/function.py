@@ -6,7 +6,8 @@ owns its nodes in a list whose order is a valid schedule. Network outputs are
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -68,6 +69,29 @@ class Module:
         for fn in self.functions.values():
             fn.verify()
 
+    def clone(self) -> "Module":
+        """An independent copy (constant arrays are shared: they are read-only)."""
+        copy = Module()
+        copy._names = set(self._names)
+        copy._reserved = set(self._reserved)
+        mapping: dict[int, Node] = {}
+        for const in self.constants.values():
+            mapping[id(const)] = copy.constants[const.name] = Constant(const.name, const.value, const.type)
+        for ph in self.placeholders.values():
+            mapping[id(ph)] = copy.placeholders[ph.name] = Placeholder(ph.name, ph.type, ph.is_output)
+        for fn in self.functions.values():
+            new_fn = copy.functions[fn.name] = Function(fn.name, copy)
+            for node in fn.nodes:
+                inputs = [None if v is None else NodeValue(mapping[id(v.node)], v.index) for v in node.inputs]
+                twin = type(node)(node.name, inputs, dict(node.attrs))
+                twin.types = list(node.types)
+                twin.function = new_fn
+                new_fn.nodes.append(twin)
+                mapping[id(node)] = twin
+                for value in twin.present_inputs():
+                    value.node.users[twin] = None
+        return copy
+
 
 class Function:
     """A list of nodes in schedule order, plus the operations that keep it well-formed."""
@@ -76,6 +100,16 @@ class Function:
         self.name = name
         self.module = module
         self.nodes: list[Node] = []
+        self._anchor: Node | None = None
+
+    @contextmanager
+    def inserting_before(self, anchor: Node) -> Iterator[None]:
+        """Within the block, `create` places new nodes just before `anchor` (a rewrite's home)."""
+        saved, self._anchor = self._anchor, anchor
+        try:
+            yield
+        finally:
+            self._anchor = saved
 
     # -- building -------------------------------------------------------------------------
     def create(self, kind: type[Node], inputs: Sequence[NodeValue | None], name: str | None = None,
@@ -93,7 +127,10 @@ class Function:
         if node.spec.verify is not None:
             node.spec.verify(node)
         node.function = self
-        self.nodes.append(node)
+        if self._anchor is not None and self._anchor.function is self:
+            self.nodes.insert(self.nodes.index(self._anchor), node)
+        else:
+            self.nodes.append(node)
         for value in node.present_inputs():
             value.node.users[node] = None
         return node

@@ -1,7 +1,9 @@
-"""The interpreter backend.
+"""The interpreter backend: the golden functional reference.
 
-Until the low-level IR exists it runs the reference evaluator over the graph;
-a later step re-bases it onto the instruction stream and the static allocator.
+It declares exactly the primitive set, so everything it runs has gone through
+lowering, and executes with the reference kernels. Until the low-level IR exists
+it interprets the graph; a later step re-bases it onto the instruction stream and
+the static allocator.
 """
 from __future__ import annotations
 
@@ -9,11 +11,10 @@ from typing import Mapping
 
 import numpy as np
 
+from ...compiler.lowering.primitives import PRIMITIVES
 from ...graph.function import Function
-from ...graph.node import Node
 from ...reference.evaluator import evaluate
-from ...reference.registry import KERNELS
-from ..base import Backend, CompiledFunction, CompileOptions
+from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
 
 
 class InterpreterFunction(CompiledFunction):
@@ -26,12 +27,13 @@ class InterpreterFunction(CompiledFunction):
 
 
 class InterpreterBackend(Backend):
-    """Runs every node kind that has a reference kernel."""
+    """Runs every primitive on every element kind the primitive allows."""
 
     name = "interpreter"
+    primitives = {name: p.elems for name, p in PRIMITIVES.items()}
 
-    def is_op_supported(self, node: Node) -> bool:
-        return node.kind in KERNELS or node.spec.family == "storage" or node.kind == "Save"
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo(memory_bytes=0, description="host numpy interpreter (memory bound by the host)")
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         return InterpreterFunction(function)

@@ -1,0 +1,67 @@
+"""Lowering rules, one per high-level node kind, registered with `@lowers(Kind)`.
+
+A rule receives a `Lowerer` (which adds nodes just before the node being
+lowered) and the node; it returns the replacement values, one per result of the
+node, built from primitives or from other kinds that lower further. A rule may
+return None when the node is already in a form it cannot simplify (for example a
+MatMul that is already canonical), in which case the node stays.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ...graph.function import Function
+from ...graph.node import Node, NodeValue
+from ...graph.nodes.core import Splat
+from ...graph.types import ElemKind
+
+Rule = Callable[["Lowerer", Node], "NodeValue | Sequence[NodeValue] | None"]
+LOWERINGS: dict[str, Rule] = {}
+
+
+def lowers(*kinds: type[Node]) -> Callable[[Rule], Rule]:
+    """Register `fn` as the lowering of each kind in `kinds`."""
+
+    def register(fn: Rule) -> Rule:
+        for kind in kinds:
+            name = kind.spec.name
+            if name in LOWERINGS:
+                raise ValueError(f"a lowering of {name} is registered twice")
+            LOWERINGS[name] = fn
+        return fn
+
+    return register
+
+
+class Lowerer:
+    """Builds the replacement of one node, named after it, placed just before it."""
+
+    def __init__(self, function: Function, node: Node) -> None:
+        self.function = function
+        self.node = node
+        self._count = 0
+
+    def _name(self, hint: str) -> str:
+        self._count += 1
+        return f"{self.node.name}/{hint}{self._count}"
+
+    def add(self, kind: type[Node], *inputs: NodeValue | None, **attrs: Any) -> NodeValue:
+        """A single-result node."""
+        return self.function.create(kind, list(inputs), self._name(kind.spec.name.lower()), **attrs).result()
+
+    def create(self, kind: type[Node], inputs: Sequence[NodeValue | None], **attrs: Any) -> Node:
+        """A node with any number of results."""
+        return self.function.create(kind, list(inputs), self._name(kind.spec.name.lower()), **attrs)
+
+    def constant(self, array: np.ndarray, hint: str = "const") -> NodeValue:
+        """A new Constant (for tensors the rule computes at compile time: masks, indices)."""
+        return self.function.module.create_constant(self._name(hint), np.require(array, requirements="C")).result()
+
+    def scalar(self, value: float | int | bool, elem: ElemKind) -> NodeValue:
+        """A rank-0 Constant of `elem`, which broadcasts against anything."""
+        return self.constant(np.array(value, dtype=elem.dtype), "scalar")
+
+    def splat(self, value: float, shape: Sequence[int], elem: ElemKind) -> NodeValue:
+        return self.add(Splat, shape=tuple(shape), value=float(value), elem=elem)

@@ -1,0 +1,1 @@
+"""Lowering rules of the elementwise node kinds."""

@@ -1,0 +1,1 @@
+"""Lowering rules of the linalg node kinds."""

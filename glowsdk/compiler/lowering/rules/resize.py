@@ -1,0 +1,1 @@
+"""Lowering rules of the resize node kinds."""

@@ -1,0 +1,7 @@
+"""Graph optimisation passes and the pass manager; importing this package registers the passes."""
+from . import dce  # noqa: F401  (registers the passes)
+from .manager import PASSES, Entry, Pass, PassManager, Pipeline, register_pass, run_passes
+from .pipelines import GRAPH_OPTIMIZATION, PIPELINES, POST_LOWERING
+
+__all__ = ["Entry", "GRAPH_OPTIMIZATION", "PASSES", "PIPELINES", "POST_LOWERING", "Pass", "PassManager",
+           "Pipeline", "register_pass", "run_passes"]
