@@ -47,8 +47,9 @@ def safe_file_name(name: str) -> str:
     return cleaned or "_"
 
 
-def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="an .onnx file or a bundled model name (see `glowsdk models`)")
+def _add_model_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
+    p.add_argument("model", nargs="?" if optional else None,
+                   help="an .onnx file or a bundled model name (see `glowsdk models`)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD...",
                    help="bind the shape of an input with symbolic dims")
     p.add_argument("--batch", type=int, help="re-batch the model to N (bundled-style models)")
@@ -72,11 +73,77 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    from ..backends.registry import available_backends
+    from ..backends.registry import available_backends, get_backend
+    from ..compiler.lowering.primitives import PRIMITIVES
 
     for name, entry in sorted(available_backends().items()):
-        print(f"{name:<14} {entry.value}")
+        backend = get_backend(name)
+        declared = sorted(backend.primitives)
+        print(f"{name}  ({entry.value})")
+        print(f"  primitives ({len(declared)} of {len(PRIMITIVES)}): {', '.join(declared) or 'none'}")
+        missing = sorted(set(PRIMITIVES) - set(declared))
+        if missing:
+            print(f"  not supported: {', '.join(missing)}")
+        info = backend.device_info()
+        if info.description:
+            print(f"  device: {info.description}")
     return 0
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from ..backends.registry import get_backend
+    from ..compiler.passes import PASSES, PIPELINES, PassManager
+    from ..compiler.pipeline import compile_function
+    from ..graph.printer import format_dot, format_function
+
+    if args.print_pipeline:
+        for pipeline in PIPELINES.values():
+            print(pipeline.format())
+        return 0
+    if args.model is None:
+        raise GlowError("compile needs a MODEL (an .onnx file or a bundled name)")
+    network = _load_network(args)
+    backend = get_backend(args.target)
+    counts: dict[str, dict[str, int]] = {}
+    render = format_dot if args.dump_graph == "dot" else format_function
+
+    def dump(label: str, function) -> None:
+        text = render(function)
+        if args.dump_dir:
+            os.makedirs(args.dump_dir, exist_ok=True)
+            path = os.path.join(args.dump_dir, safe_file_name(label.replace(" ", "_")) +
+                                (".dot" if args.dump_graph == "dot" else ".txt"))
+            with open(path, "w") as f:
+                f.write(text + "\n")
+            print(f"wrote {path}")
+        else:
+            print(f"== {label} ==\n{text}")
+
+    def on_stage(stage: str, function) -> None:
+        counts[stage] = function.count_kinds()
+        if args.dump_graph and stage in ("imported", "optimized", "lowered"):
+            dump(stage, function)
+
+    after = set(args.dump_after.split(",")) if args.dump_after else set()
+    unknown = after - set(PASSES)
+    if unknown:
+        raise GlowError(f"--dump-after: unknown pass(es) {', '.join(sorted(unknown))}; "
+                        f"passes: {', '.join(sorted(PASSES))}")
+    manager = PassManager(dump_after=after, dump=lambda label, fn: dump(label, fn))
+    compile_function(network.function, backend, passes=manager, on_stage=on_stage)
+    print(f"compiled {network.source} for target {args.target}")
+    print(_counts_table(counts))
+    return 0
+
+
+def _counts_table(counts: dict[str, dict[str, int]]) -> str:
+    from ..conformance.report import format_table
+
+    stages = [s for s in ("imported", "optimized", "lowered") if s in counts]
+    kinds = sorted({k for s in stages for k in counts[s]})
+    rows = [[k] + [counts[s].get(k, 0) or "" for s in stages] for k in kinds]
+    rows.append(["TOTAL"] + [sum(counts[s].values()) for s in stages])
+    return format_table(["node kind"] + stages, rows)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -202,6 +269,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="seed for inputs not given (default 0)")
     run.add_argument("--output", metavar="DIR", help="write one NAME.npy per output into DIR")
     run.set_defaults(func=cmd_run)
+
+    comp = sub.add_parser("compile", help="optimise, lower and compile a model for a target")
+    _add_model_args(comp, optional=True)
+    comp.add_argument("--target", default="interpreter")
+    comp.add_argument("--dump-graph", choices=["text", "dot"],
+                      help="show the graph after import, optimisation and lowering")
+    comp.add_argument("--dump-dir", metavar="DIR", help="write dumps into DIR instead of stdout")
+    comp.add_argument("--dump-after", metavar="PASS[,PASS]", help="dump the graph after these passes")
+    comp.add_argument("--print-pipeline", action="store_true", help="print the pass pipelines and exit")
+    comp.set_defaults(func=cmd_compile)
 
     dump = sub.add_parser("dump", help="print the imported graph as text or Graphviz DOT")
     _add_model_args(dump)
