@@ -76,7 +76,8 @@ class Backend(ABC):
         """Whether this backend can execute `node` as it is after lowering.
 
         The default: a declared primitive, in canonical form, whose operands and
-        results all have element kinds this backend declared for it.
+        used results (a MaxPool's unused indices do not count) all have element
+        kinds this backend declared for it.
         """
         from ..compiler.lowering.primitives import PRIMITIVES
 
@@ -84,7 +85,9 @@ class Backend(ABC):
         primitive = PRIMITIVES.get(node.kind)
         if elems is None or primitive is None or not primitive.accepts(node):
             return False
-        kinds = [t.elem for t in node.types] + [v.type.elem for v in node.present_inputs()]
+        used = {v.index for user in node.users for v in user.present_inputs() if v.node is node}
+        kinds = [t.elem for i, t in enumerate(node.types) if i in used or len(node.types) == 1]
+        kinds += [v.type.elem for v in node.present_inputs()]
         return all(kind in elems for kind in kinds)
 
     def should_lower(self, node: Node) -> bool:

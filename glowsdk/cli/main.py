@@ -77,7 +77,11 @@ def cmd_backends(args: argparse.Namespace) -> int:
     from ..compiler.lowering.primitives import PRIMITIVES
 
     for name, entry in sorted(available_backends().items()):
-        backend = get_backend(name)
+        try:
+            backend = get_backend(name)
+        except GlowError as err:
+            print(f"{name}  ({entry.value})\n  failed to load: {err}")
+            continue
         declared = sorted(backend.primitives)
         print(f"{name}  ({entry.value})")
         print(f"  primitives ({len(declared)} of {len(PRIMITIVES)}): {', '.join(declared) or 'none'}")
