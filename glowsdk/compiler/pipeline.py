@@ -1,8 +1,9 @@
 """The compilation pipeline from an imported graph to a backend's compiled function (paper 3.6).
 
 verify -> graph optimisation -> lowering (driven by the backend) -> post-lowering
-optimisation -> the backend's target-specific transform -> compile. The input
-function is cloned first, so one imported network can be compiled many times.
+optimisation -> the backend's target-specific transform -> the memory-minimising
+schedule -> compile. The input function is cloned first, so one imported network
+can be compiled many times.
 `on_stage(stage, function)` lets callers dump or count nodes between stages.
 """
 from __future__ import annotations
@@ -14,9 +15,10 @@ from ..errors import GraphError
 from ..graph.function import Function
 from .lowering import lower_function
 from .passes import GRAPH_OPTIMIZATION, POST_LOWERING, PassManager
+from .schedule import schedule
 
 StageHook = Callable[[str, Function], None]
-STAGES = ("imported", "optimized", "lowered", "transformed")
+STAGES = ("imported", "optimized", "lowered", "transformed", "scheduled")
 
 
 def compile_function(function: Function, backend: Backend, options: CompileOptions | None = None, *,
@@ -39,4 +41,6 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
         except GraphError as err:
             raise GraphError(f"after {backend.name}'s post-lowering transform: {err}") from None
     hook("transformed", function)
+    schedule(function)
+    hook("scheduled", function)
     return backend.compile(function, options or CompileOptions())
