@@ -51,8 +51,12 @@ for _kind, _fn in _BINARY.items():
 @kernel(ew.Div)
 def _div(node, x, y):
     if node.type.elem.is_integer:
-        safe = np.where(y == 0, 1, y)
-        return np.trunc(np.true_divide(x, safe)).astype(x.dtype)
+        # Exact truncating division (C semantics) in the integers: floor, then step toward zero.
+        safe = np.where(y == 0, 1, y).astype(x.dtype)
+        quotient = np.floor_divide(x, safe)
+        inexact = np.remainder(x, safe) != 0
+        toward_zero = inexact & ((x < 0) != (safe < 0))
+        return (quotient + toward_zero).astype(x.dtype)
     return np.true_divide(x, y)
 
 

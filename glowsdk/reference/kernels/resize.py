@@ -44,7 +44,7 @@ def source_coordinates(mode: str, out_size: int, in_size: int, scale: float,
     return x, (x < 0) | (x > in_size - 1)
 
 
-def _nearest_index(x: np.ndarray, nearest_mode: str) -> np.ndarray:
+def nearest_index(x: np.ndarray, nearest_mode: str) -> np.ndarray:
     """The index nearest each coordinate; an integral coordinate is its own index."""
     below = np.floor(x)
     ratio = x - below
@@ -111,7 +111,7 @@ def _resize_axis(node, data: np.ndarray, axis: int, out_size: int, scale: float,
     in_size = data.shape[axis]
     x, extrapolated = source_coordinates(node.coordinate_mode, out_size, in_size, scale, roi)
     if node.mode == "nearest":
-        index = _nearest_index(x, node.nearest_mode)
+        index = nearest_index(x, node.nearest_mode)
         result = np.take(data, np.clip(index, 0, in_size - 1), axis=axis)
         if node.exclude_outside:
             # The nearest sample's weight is 0 outside the input, leaving no weight at all.
@@ -129,12 +129,12 @@ def _resize_axis(node, data: np.ndarray, axis: int, out_size: int, scale: float,
         for tap in range(index.shape[1]):  # a handful of taps, each a whole-tensor gather
             result += np.take(data, index[:, tap], axis=axis) * _along(axis, data.ndim, weights[:, tap])
     if extrapolated is not None and extrapolated.any():
-        fill = _saturate(np.asarray(node.extrapolation_value), result.dtype)
+        fill = saturate(np.asarray(node.extrapolation_value), result.dtype)
         result = np.where(_along(axis, data.ndim, extrapolated), fill, result)
     return result
 
 
-def _saturate(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def saturate(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """Round half to even and clamp into an integer kind; clamp into a float kind's finite range."""
     if values.dtype == dtype:
         return values
@@ -145,7 +145,7 @@ def _saturate(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.clip(values, -high, high).astype(dtype)
 
 
-def _is_identity(node, axis: int, in_size: int) -> bool:
+def is_identity(node, axis: int, in_size: int) -> bool:
     """Whether resizing `axis` changes nothing (the ONNX reference skips such axes)."""
     rank = len(node.shape)
     uncropped = not node.roi or (math.isclose(node.roi[axis], 0.0) and
@@ -164,8 +164,8 @@ def _resize(node, x):
         work = np.dtype(np.float32)
     result = x
     for axis in range(rank):
-        if _is_identity(node, axis, result.shape[axis]):
+        if is_identity(node, axis, result.shape[axis]):
             continue
         roi = (node.roi[axis], node.roi[rank + axis]) if node.roi else None
         result = _resize_axis(node, result, axis, node.shape[axis], node.scales[axis], roi, work)
-    return _saturate(result, x.dtype)
+    return saturate(result, x.dtype)
