@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from glowsdk.backends import get_backend
+from glowsdk.backends.interpreter import InterpreterBackend
 from glowsdk.backends.base import Backend, CompiledFunction, CompileOptions
 from glowsdk.conformance.models import ModelResult, run_model_zoo
 from glowsdk.errors import GlowError
@@ -46,6 +47,7 @@ class _OffByOnePercent(Backend):
     """The interpreter with every output scaled by 1.01: a wrong backend the checks must catch."""
 
     name = "off-by-one-percent"
+    primitives = InterpreterBackend.primitives
 
     def compile(self, function, options: CompileOptions) -> CompiledFunction:
         inner = get_backend("interpreter").compile(function, options)
