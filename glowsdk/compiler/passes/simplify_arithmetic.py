@@ -60,8 +60,9 @@ def _double_negation(node: Node) -> NodeValue | None:
 
 @RULES.rule(ew.Cast)
 def _same_kind(node: Node) -> NodeValue | None:
-    # Cast(x) to x's own type -> x
-    return node.input if node.type == node.input.type else None
+    # Cast(x) to x's own type -> x, unless a saturating float8 cast clamps x's infinities
+    clamps = node.saturate and node.to in ew.SATURATING
+    return node.input if node.type == node.input.type and not clamps else None
 
 
 @register_pass
