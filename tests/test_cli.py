@@ -63,3 +63,17 @@ def test_conformance_prints_a_table_and_writes_json(tmp_path):
     totals = report["node_tests"]["totals"]
     assert totals["total"] == 3 and totals["pass"] == totals["total"]
     assert report["node_tests"]["per_op"]["Relu"]["pass"] >= 1
+
+
+def test_compile_reports_stages_schedule_and_dumps(tmp_path):
+    out = cli("compile", "resnet50", "--random-weights", "0", "--dump-graph", "dot", "--dump-dir",
+              str(tmp_path), "--dump-after", "fold-batchnorm")
+    header = next(line for line in out.splitlines() if line.startswith("node kind"))
+    assert header.split() == ["node", "kind", "imported", "optimized", "lowered"]
+    batchnorm = next(line for line in out.splitlines() if line.startswith("BatchNorm"))
+    assert batchnorm.split() == ["BatchNorm", "53"]  # folded into the convolutions, never lowered
+    assert "peak live activations:" in out
+    for name in ("imported.dot", "optimized.dot", "lowered.dot", "after_fold-batchnorm.dot"):
+        assert (tmp_path / name).read_text().startswith("digraph")
+    pipeline = cli("compile", "--print-pipeline")
+    assert "pipeline graph-optimization:" in pipeline and "fold-batchnorm" in pipeline

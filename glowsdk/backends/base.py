@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 import numpy as np
 
 from ..graph.function import Function
 from ..graph.node import Node, Storage
+
+if TYPE_CHECKING:
+    from ..compiler.schedule import ScheduleReport
 from ..graph.types import ElemKind, Type
 
 
@@ -55,6 +58,7 @@ class CompiledFunction(ABC):
     def __init__(self, function: Function) -> None:
         self.inputs = [TensorInfo(p.name, p.type) for p in function.input_placeholders()]
         self.outputs = [TensorInfo(p.name, p.type) for p in function.output_placeholders()]
+        self.schedule_report: ScheduleReport | None = None  # set by the compile pipeline
 
     @abstractmethod
     def execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

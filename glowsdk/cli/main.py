@@ -134,9 +134,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise GlowError(f"--dump-after: unknown pass(es) {', '.join(sorted(unknown))}; "
                         f"passes: {', '.join(sorted(PASSES))}")
     manager = PassManager(dump_after=after, dump=lambda label, fn: dump(label, fn))
-    compile_function(network.function, backend, passes=manager, on_stage=on_stage)
+    compiled = compile_function(network.function, backend, passes=manager, on_stage=on_stage)
     print(f"compiled {network.source} for target {args.target}")
     print(_counts_table(counts))
+    report = compiled.schedule_report
+    if report is not None:
+        mib = 1 << 20
+        print(f"peak live activations: breadth-first order {report.peaks['breadth-first'] / mib:.2f} MiB, "
+              f"import order {report.original_peak / mib:.2f} MiB, "
+              f"scheduled ({report.strategy}) {report.scheduled_peak / mib:.2f} MiB, "
+              f"lower bound {report.lower_bound / mib:.2f} MiB")
     return 0
 
 

@@ -41,6 +41,8 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
         except GraphError as err:
             raise GraphError(f"after {backend.name}'s post-lowering transform: {err}") from None
     hook("transformed", function)
-    schedule(function)
+    report = schedule(function)
     hook("scheduled", function)
-    return backend.compile(function, options or CompileOptions())
+    compiled = backend.compile(function, options or CompileOptions())
+    compiled.schedule_report = report
+    return compiled
