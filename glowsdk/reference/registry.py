@@ -9,21 +9,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..graph.node import Node
+from ..graph.table import KindTable
 
 Kernel = Callable[..., object]
-KERNELS: dict[str, Kernel] = {}
-
-
-def kernel(*kinds: type[Node]) -> Callable[[Kernel], Kernel]:
-    """Register `fn` as the reference semantics of each kind in `kinds`."""
-
-    def register(fn: Kernel) -> Kernel:
-        for kind in kinds:
-            name = kind.spec.name
-            if name in KERNELS:
-                raise ValueError(f"a reference kernel for {name} is registered twice")
-            KERNELS[name] = fn
-        return fn
-
-    return register
+KERNELS = KindTable("a reference kernel")
+kernel = KERNELS.register
+"""`@kernel(Kind, ...)` registers the reference semantics of each kind."""

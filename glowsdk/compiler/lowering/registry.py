@@ -15,24 +15,13 @@ import numpy as np
 from ...graph.function import Function
 from ...graph.node import Node, NodeValue
 from ...graph.nodes.core import Splat
+from ...graph.table import KindTable
 from ...graph.types import ElemKind
 
 Rule = Callable[["Lowerer", Node], "NodeValue | Sequence[NodeValue] | None"]
-LOWERINGS: dict[str, Rule] = {}
-
-
-def lowers(*kinds: type[Node]) -> Callable[[Rule], Rule]:
-    """Register `fn` as the lowering of each kind in `kinds`."""
-
-    def register(fn: Rule) -> Rule:
-        for kind in kinds:
-            name = kind.spec.name
-            if name in LOWERINGS:
-                raise ValueError(f"a lowering of {name} is registered twice")
-            LOWERINGS[name] = fn
-        return fn
-
-    return register
+LOWERINGS = KindTable("a lowering rule")
+lowers = LOWERINGS.register
+"""`@lowers(Kind, ...)` registers the lowering of each kind."""
 
 
 class Lowerer:

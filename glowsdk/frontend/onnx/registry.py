@@ -8,18 +8,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ...graph.table import KindTable
+
 Converter = Callable[..., object]
-CONVERTERS: dict[str, Converter] = {}
-
-
-def converter(*op_types: str) -> Callable[[Converter], Converter]:
-    """Register `fn` as the translation of each ONNX op type in `op_types` (default domain)."""
-
-    def register(fn: Converter) -> Converter:
-        for op in op_types:
-            if op in CONVERTERS:
-                raise ValueError(f"a converter for {op} is registered twice")
-            CONVERTERS[op] = fn
-        return fn
-
-    return register
+CONVERTERS = KindTable("an ONNX converter")
+converter = CONVERTERS.register
+"""`@converter("OpType", ...)` registers the translation of each ONNX op type (default domain)."""

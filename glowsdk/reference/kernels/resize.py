@@ -118,12 +118,7 @@ def _resize_axis(node, data: np.ndarray, axis: int, out_size: int, scale: float,
             outside = (index < 0) | (index >= in_size)
             result = np.where(_along(axis, data.ndim, outside), np.zeros((), result.dtype), result)
     else:
-        index, weights = filter_taps(node, x, scale)
-        if node.exclude_outside:
-            weights = np.where((index < 0) | (index >= in_size), 0.0, weights)
-            total = weights.sum(axis=1, keepdims=True)
-            weights = weights / np.where(total == 0, 1.0, total)
-        index = np.clip(index, 0, in_size - 1)
+        index, weights = clamped_taps(node, x, scale, in_size)
         weights = weights.astype(work)
         result = np.zeros(data.shape[:axis] + (out_size,) + data.shape[axis + 1:], work)
         for tap in range(index.shape[1]):  # a handful of taps, each a whole-tensor gather
@@ -169,3 +164,17 @@ def _resize(node, x):
         roi = (node.roi[axis], node.roi[rank + axis]) if node.roi else None
         result = _resize_axis(node, result, axis, node.shape[axis], node.scales[axis], roi, work)
     return saturate(result, x.dtype)
+
+
+def clamped_taps(node, coords: np.ndarray, scale: float, in_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """In-range sample indices and float64 weights per output position (linear/cubic).
+
+    With exclude_outside the weights of taps outside the input are dropped and the
+    rest renormalised; indices are then clamped (edge replication).
+    """
+    index, weights = filter_taps(node, coords, scale)
+    if node.exclude_outside:
+        weights = np.where((index < 0) | (index >= in_size), 0.0, weights)
+        total = weights.sum(axis=1, keepdims=True)
+        weights = weights / np.where(total == 0, 1.0, total)
+    return np.clip(index, 0, in_size - 1), weights

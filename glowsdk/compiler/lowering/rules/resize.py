@@ -19,7 +19,7 @@ from ....graph.nodes import elementwise as ew
 from ....graph.nodes import tensor as t
 from ....graph.nodes.resize import Resize
 from ....graph.types import ElemKind
-from ....reference.kernels.resize import filter_taps, is_identity, nearest_index, saturate, source_coordinates
+from ....reference.kernels.resize import clamped_taps, is_identity, nearest_index, saturate, source_coordinates
 from ..registry import Lowerer, lowers
 from .common import cast_to
 
@@ -66,12 +66,7 @@ def _resize_axis(b: Lowerer, node: Node, x: NodeValue, axis: int) -> NodeValue:
         if node.exclude_outside:
             x = _masked(b, x, (index < 0) | (index >= in_size), axis, np.zeros((), work))
     else:
-        index, weights = filter_taps(node, coords, scale)
-        if node.exclude_outside:
-            weights = np.where((index < 0) | (index >= in_size), 0.0, weights)
-            total = weights.sum(axis=1, keepdims=True)
-            weights = weights / np.where(total == 0, 1.0, total)
-        index = np.clip(index, 0, in_size - 1)
+        index, weights = clamped_taps(node, coords, scale, in_size)
         weights = weights.astype(work)
         total = None
         for tap in range(index.shape[1]):
