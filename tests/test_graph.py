@@ -115,3 +115,13 @@ def test_quantized_types_carry_scale_and_offset():
         Type(ElemKind.QINT8, (4,))
     with pytest.raises(ValueError):
         Type(ElemKind.FLOAT32, (4,), 0.5, 0)
+
+
+def test_node_kind_reference_is_current():
+    from pathlib import Path
+
+    from glowsdk.graph import docgen
+
+    guide = Path(__file__).resolve().parent.parent / "vendor_guide" / "node_kinds.md"
+    assert guide.read_text() == docgen.render() + "\n", \
+        "regenerate: python -m glowsdk.graph.docgen > vendor_guide/node_kinds.md"
