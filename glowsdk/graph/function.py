@@ -269,3 +269,6 @@ class Function:
 
     def __iter__(self) -> Iterable[Node]:
         return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)

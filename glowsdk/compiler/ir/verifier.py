@@ -1,0 +1,84 @@
+"""The IR verifier: types, operand directions, lifetimes, and reads of unwritten buffers.
+
+Checks, naming the instruction:
+- every operand is a weight or an instruction defined earlier in the program;
+- operand counts and directions match the record; constants are never written;
+- a derived instruction's destination types are what its node type rule gives for
+  its sources, so IRGen and every IR pass keep the program well-typed;
+- a tensorview fits inside its source;
+- an activation is used only between its allocactivation and deallocactivation,
+  deallocated once, and never read before something wrote it (a write through a
+  view counts for the whole buffer: views are windows, written in full by IRGen).
+"""
+from __future__ import annotations
+
+from ...errors import GraphError
+from .function import Instruction, IRFunction, Weight, base_of
+from .instructions import result_types
+
+_STRUCTURAL = ("AllocActivation", "DeallocActivation", "TensorView")
+
+
+def verify_ir(function: IRFunction) -> None:
+    """Raise GraphError for the first broken invariant."""
+    defined: set[int] = {id(w) for w in function.weights.values()}
+    alive: set[int] = set()
+    dead: set[int] = set()
+    written: set[int] = {id(w) for w in function.weights.values() if w.role != "output"}
+    for instr in function.instructions:
+        _check_shape(instr)
+        for value, direction in instr.operand_pairs():
+            if id(value) not in defined:
+                raise instr.fail(f"uses %{value.name} before it is defined")
+            base = base_of(value)
+            if isinstance(base, Instruction):
+                if id(base) in dead:
+                    raise instr.fail(f"uses %{value.name} after its deallocactivation")
+                if id(base) not in alive:
+                    raise instr.fail(f"uses %{value.name}, whose buffer is not allocated here")
+            if direction.writes and isinstance(base, Weight) and base.role == "constant":
+                raise instr.fail(f"writes the constant %{base.name}")
+            if direction.reads and instr.kind not in _STRUCTURAL and id(base) not in written:
+                raise instr.fail(f"reads %{value.name} before anything wrote it")
+        for value, direction in instr.operand_pairs():
+            if direction.writes and instr.kind != "DeallocActivation":
+                written.add(id(base_of(value)))
+        if instr.kind == "AllocActivation":
+            alive.add(id(instr))
+        elif instr.kind == "DeallocActivation":
+            target = instr.operands[0]
+            if not (isinstance(target, Instruction) and target.kind == "AllocActivation"):
+                raise instr.fail("deallocates something that is not an activation")
+            alive.discard(id(target))
+            dead.add(id(target))
+        defined.add(id(instr))
+
+
+def _check_shape(instr: Instruction) -> None:
+    slots = instr.operand_slots()
+    if len(slots) != len(instr.operands):
+        raise instr.fail(f"has {len(instr.operands)} operands, the record declares {len(slots)}")
+    for slot, value in zip(slots, instr.operands):
+        if value is None and not slot.optional:
+            raise instr.fail(f"operand '{slot.name}' is missing")
+    if instr.kind == "TensorView":
+        source = instr.operands[0]
+        if instr.attrs["offset"] < 0 or instr.attrs["offset"] + instr.type.nbytes > source.type.nbytes:
+            raise instr.fail(f"view {instr.type} at byte {instr.attrs['offset']} does not fit in "
+                             f"%{source.name} ({source.type}, {source.type.nbytes} bytes)")
+    elif instr.kind == "Copy":
+        dest, source = instr.operands
+        if dest.type != source.type:
+            raise instr.fail(f"copies {source.type} into {dest.type}")
+    elif instr.spec.node is not None:
+        try:
+            expected = result_types(instr)
+        except GraphError:
+            raise
+        except (ValueError, TypeError, IndexError, KeyError) as err:
+            raise instr.fail(str(err)) from None
+        if expected != instr.types:
+            raise instr.fail(f"writes {', '.join(map(str, instr.types))} but its sources give "
+                             f"{', '.join(map(str, expected))}")
+        if instr.spec.node.verify is not None:
+            instr.spec.node.verify(instr)
