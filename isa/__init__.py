@@ -1,1 +1,23 @@
-"""The reference NPU's machine description: configuration schema and instruction set."""
+"""The reference NPU's machine description: configuration schema and instruction set.
+
+`isa.config` holds the architecture parameters and presets; `isa.table` the ISA
+table, from which `isa.encoding` (16-byte instructions), `isa.asm` (assembly
+text), `isa.program` (registers and memory extents per instruction, program
+checks) and `isa.docgen` (vendor_guide/isa.md) are derived; `isa.numerics` the
+exact integer arithmetic the instructions' semantics use.
+"""
+from .asm import assemble, disassemble, format_instr, parse_instr
+from .config import PRESETS, ArchConfig, config_hash, format_config, load_config, resolve_config
+from .encoding import Instr, decode, decode_program, encode, encode_program, iter_decode, make_instr
+from .errors import AsmError, ConfigError, DecodeError, IsaError
+from .program import Extent, ProgramError, check_program, extents, program_extents, reset_registers, with_registers
+from .schema import INSTR_BYTES, Engine, FieldKind, InstrSpec
+from .table import BY_MNEMONIC, BY_OPCODE, INSTRUCTIONS, ISA_VERSION
+
+__all__ = [
+    "BY_MNEMONIC", "BY_OPCODE", "INSTRUCTIONS", "INSTR_BYTES", "ISA_VERSION", "PRESETS", "ArchConfig", "AsmError",
+    "ConfigError", "DecodeError", "Engine", "Extent", "FieldKind", "Instr", "InstrSpec", "IsaError", "ProgramError",
+    "assemble", "check_program", "config_hash", "decode", "decode_program", "disassemble", "encode",
+    "encode_program", "extents", "format_config", "format_instr", "iter_decode", "load_config", "make_instr",
+    "parse_instr", "program_extents", "reset_registers", "resolve_config", "with_registers",
+]

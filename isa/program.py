@@ -1,0 +1,201 @@
+"""A static view of a program: the registers each instruction sees and the memory it touches.
+
+Each engine runs its queue in program order, so the configuration registers an
+instruction executes with are known before anything runs. From them follow the
+exact bounds of every region an instruction reads or writes (`extents`), which
+lets a loader reject a binary whose instructions leave the SRAMs, DRAM or the
+memory plan, and `check_program` the whole-program rules (one END, last;
+semaphores the machine has; regions inside memories; static faults).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+from .config import ArchConfig, format_size
+from .encoding import Instr
+from .errors import IsaError
+from .schema import Engine, FieldValue, FromConfig
+from .table import INSTRUCTIONS
+
+Registers = dict[str, FieldValue]
+LUT_BYTES = 256
+REQUANT_ENTRY_BYTES = 8
+
+
+class ProgramError(IsaError):
+    """A decoded program that cannot run on the configured machine; names the instruction."""
+
+
+@dataclass(frozen=True)
+class Extent:
+    """Addresses start..stop-1 of one memory ('dram', 'spad' bytes; 'acc' words) read or written."""
+
+    memory: str
+    start: int
+    stop: int
+    write: bool
+
+    def __str__(self) -> str:
+        unit = "words" if self.memory == "acc" else "bytes"
+        return f"{'writes' if self.write else 'reads'} {self.memory} {unit} {self.start:#x}..{self.stop - 1:#x}"
+
+
+def reset_registers(config: ArchConfig) -> dict[Engine, Registers]:
+    """Every engine's configuration registers at program start."""
+    registers: dict[Engine, Registers] = {engine: {} for engine in Engine}
+    for spec in INSTRUCTIONS:
+        for name, value in spec.reset:
+            registers[spec.engine][name] = getattr(config, value.parameter) if isinstance(value, FromConfig) else value
+    return registers
+
+
+def with_registers(program: Iterable[Instr], config: ArchConfig) -> Iterator[tuple[Instr, Registers]]:
+    """Each instruction with the registers of its engine as it executes (config instructions update them)."""
+    registers = reset_registers(config)
+    for instr in program:
+        own = registers[instr.spec.engine]
+        if instr.spec.reset:
+            own = registers[instr.spec.engine] = {**own, **instr.fields()}
+            for name in ("wait_sem", "wait_count", "signal_sem", "signal_count"):
+                del own[name]
+        yield instr, own
+
+
+def _box(base: int, counts_strides: Iterable[tuple[int, int]], elem: int) -> tuple[int, int]:
+    """start, stop of a strided box of elem-byte elements (strides are never negative)."""
+    return base, base + sum((count - 1) * stride for count, stride in counts_strides) + elem
+
+
+def _sram(space: FieldValue, start: int, elements: int, write: bool) -> Extent:
+    return Extent(str(space), start, start + elements, write)
+
+
+def _dma(i: Instr, r: Registers, write_dram: bool) -> list[Extent]:
+    elem = r["elem_bytes"]
+    if i.space == "acc" and elem % 4:
+        raise ProgramError(f"elem_bytes = {elem} is not a multiple of 4, as an accumulator transfer needs")
+    start, stop = _box(i.dram, ((i.planes, r["plane_stride"]), (i.rows, r["row_stride"]), (i.cols, r["col_stride"])),
+                       elem)
+    if write_dram:
+        image = i.planes * i.rows * i.cols * elem
+    else:
+        image = i.planes * (r["pad_top"] + i.rows + r["pad_bottom"]) * (r["pad_left"] + i.cols + r["pad_right"]) * elem
+    elements = image // 4 if i.space == "acc" else image
+    return [Extent("dram", start, stop, write_dram), _sram(i.space, i.sram, elements, not write_dram)]
+
+
+def _matmul(i: Instr, r: Registers) -> list[Extent]:
+    if r["im2col"]:
+        window = r["kw"] * r["channels"]
+        if i.k % window:
+            raise ProgramError(f"k = {i.k} is not a multiple of kw * channels = {window} (im2col)")
+        kh = i.k // window
+        # The farthest output pixel is the last one, or the end of the row before it.
+        last_row, last_col = divmod(i.rows - 1, r["out_w"])
+        candidates = [(last_row, last_col)] + ([(last_row - 1, r["out_w"] - 1)] if last_row else [])
+        pixel = max(oy * r["stride_h"] * r["row_pitch"] + ox * r["stride_w"] * r["pixel_pitch"]
+                    for oy, ox in candidates)
+        tap = (kh - 1) * r["dil_h"] * r["row_pitch"] + (r["kw"] - 1) * r["dil_w"] * r["pixel_pitch"] + r["channels"]
+        inp = Extent("spad", i.inp, i.inp + pixel + tap, False)
+    else:
+        inp = Extent("spad", i.inp, i.inp + i.rows * i.k, False)
+    out = [Extent("acc", i.acc, i.acc + i.rows * i.n, True)]
+    if i.acc_mode:
+        out.append(Extent("acc", i.acc, i.acc + i.rows * i.n, False))
+    return [inp, Extent("spad", i.wgt, i.wgt + i.k * i.n, False), *out]
+
+
+def _binary(i: Instr, r: Registers) -> list[Extent]:
+    size = i.rows * i.cols
+    return [_sram(i.src1_space, i.src1, size, False), _sram(i.src2_space, i.src2, i.cols if i.bcast else size, False),
+            _sram(i.dst_space, i.dst, size, True)]
+
+
+def _unary(i: Instr, r: Registers) -> list[Extent]:
+    return [_sram(i.src_space, i.src, i.count, False), _sram(i.dst_space, i.dst, i.count, True)]
+
+
+def _requant(i: Instr, r: Registers) -> list[Extent]:
+    size = i.rows * i.cols
+    table = [Extent("spad", r["table"], r["table"] + REQUANT_ENTRY_BYTES * i.cols, False)] if r["per_channel"] else []
+    return [Extent("acc", i.src, i.src + size, False), *table, Extent("spad", i.dst, i.dst + size, True)]
+
+
+def pool_output(i: Instr, r: Registers) -> tuple[int, int]:
+    """(OH, OW) of a POOL under the window registers; a ProgramError if the output is empty."""
+    oh = (i.height + r["pad_top"] + r["pad_bottom"] - r["kh"]) // r["stride_h"] + 1
+    ow = (i.width + r["pad_left"] + r["pad_right"] - r["kw"]) // r["stride_w"] + 1
+    if oh < 1 or ow < 1:
+        raise ProgramError(f"a {r['kh']} x {r['kw']} window leaves no output on a {i.height} x {i.width} image")
+    return oh, ow
+
+
+def _pool(i: Instr, r: Registers) -> list[Extent]:
+    oh, ow = pool_output(i, r)
+    return [Extent("spad", i.src, i.src + i.height * i.width * i.channels, False),
+            Extent("spad", i.dst, i.dst + oh * ow * i.channels, True)]
+
+
+def _reduce(i: Instr, r: Registers) -> list[Extent]:
+    out = [Extent("acc", i.dst, i.dst + i.cols, True)]
+    if i.accumulate:
+        out.append(Extent("acc", i.dst, i.dst + i.cols, False))
+    return [_sram(i.src_space, i.src, i.rows * i.cols, False), *out]
+
+
+_EXTENTS: dict[str, Callable[[Instr, Registers], list[Extent]]] = {
+    "LOAD": lambda i, r: _dma(i, r, write_dram=False),
+    "STORE": lambda i, r: _dma(i, r, write_dram=True),
+    "MATMUL": _matmul,
+    "vector-binary": _binary,
+    "vector-immediate": _unary,
+    "CLAMP": _unary,
+    "LUT": lambda i, r: [Extent("spad", i.src, i.src + i.count, False), Extent("spad", i.dst, i.dst + i.count, True)],
+    "LUT_LOAD": lambda i, r: [Extent("spad", i.src, i.src + LUT_BYTES, False)],
+    "REQUANT": _requant,
+    "POOL": _pool,
+    "REDUCE": _reduce,
+}
+
+
+def extents(instr: Instr, registers: Registers) -> list[Extent]:
+    """The regions an instruction reads and writes, given its engine's registers (none for config/control)."""
+    rule = _EXTENTS.get(instr.mnemonic) or _EXTENTS.get(instr.spec.family)
+    return rule(instr, registers) if rule else []
+
+
+def _where(index: int, instr: Instr) -> str:
+    return f"instruction {index} ({instr.mnemonic})"
+
+
+def program_extents(program: list[Instr], config: ArchConfig) -> list[list[Extent]]:
+    """`extents` of every instruction, in program order; a ProgramError names the instruction of a static fault."""
+    result = []
+    for index, (instr, registers) in enumerate(with_registers(program, config)):
+        try:
+            result.append(extents(instr, registers))
+        except ProgramError as exc:
+            raise ProgramError(f"{_where(index, instr)}: {exc}") from None
+    return result
+
+
+def check_program(program: list[Instr], config: ArchConfig) -> None:
+    """Reject a program this machine cannot run, naming the first offending instruction."""
+    if not program or program[-1].mnemonic != "END":
+        raise ProgramError(f"the program must end with END (it has {len(program)} instructions"
+                           f"{', the last a ' + program[-1].mnemonic if program else ''})")
+    sizes = {"dram": config.dram_bytes, "spad": config.scratchpad_bytes, "acc": config.accumulator_bytes // 4}
+    for index, (instr, found) in enumerate(zip(program, program_extents(program, config))):
+        if instr.mnemonic == "END" and index != len(program) - 1:
+            raise ProgramError(f"{_where(index, instr)}: END before the last instruction ({len(program) - 1})")
+        for what in ("wait", "signal"):
+            sem = getattr(instr, f"{what}_sem")
+            if getattr(instr, f"{what}_count") and sem >= config.semaphores:
+                raise ProgramError(f"{_where(index, instr)}: {what} on s{sem}, but architecture '{config.name}' "
+                                   f"has {config.semaphores} semaphores")
+        for extent in found:
+            if extent.stop > sizes[extent.memory]:
+                size = sizes[extent.memory] * (4 if extent.memory == "acc" else 1)
+                raise ProgramError(f"{_where(index, instr)}: {extent}, beyond the {format_size(size)} "
+                                   f"{extent.memory} of architecture '{config.name}'")

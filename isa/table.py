@@ -1,0 +1,316 @@
+"""THE ISA TABLE of the reference NPU: one row per instruction, one row per field kind.
+
+The encoder, decoder, assembler, disassembler, the simulator's dispatch and
+the reference page (vendor_guide/isa.md) all read these rows; nothing else
+declares an instruction. Each row's `doc` is its complete integer semantics in
+the notation of `NOTATION`. The table is validated at import.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
+                     validate_table)
+
+ISA_VERSION = (1, 0)
+"""(major, minor): major changes with any incompatible encoding or semantics, minor when instructions are
+added; a binary records the version it was built for."""
+
+NOTATION = """\
+`spad[a]` is the int8 at scratchpad byte address a; `acc[w]` is the int32 at accumulator word address w
+(byte 4w). `mem(space, a)` is `spad[a]` when space = spad and `acc[a]` when space = acc; an element read
+from spad is sign-extended. Arithmetic is on unbounded integers unless stated; `sat(space, x)` clamps x to
+the destination's type (-128..127 for spad, -2^31..2^31-1 for acc); `div` floors. Counts are exact (a
+field `rows` = 3 means three rows). Every instruction reads all its sources before writing its
+destination, so a destination may alias a source. An access outside DRAM, the scratchpad or the
+accumulator is a fault: the machine stops and reports the instruction's index. A config instruction
+sets registers of the engine that executes it; they keep their value until set again, and their reset
+values hold at program start."""
+
+# The field table.
+DRAM_ADDR = unsigned("dram_addr", 32, "DRAM byte address", hex=True)
+SPAD_ADDR = unsigned("spad_addr", 22, "scratchpad byte address", hex=True)
+ACC_ADDR = unsigned("acc_addr", 20, "accumulator word (int32) address", hex=True)
+SRAM_ADDR = unsigned("sram_addr", 22, "scratchpad byte address, or accumulator word address, per its space field",
+                     hex=True)
+SPACE = symbolic("space", ("spad", "acc"), "which SRAM: the int8 scratchpad or the int32 accumulator")
+STRIDE = unsigned("stride", 32, "DRAM byte stride (0 repeats the same bytes)")
+STRIDE16 = unsigned("stride16", 16, "byte stride or pitch up to 65535")
+PITCH = unsigned("pitch", 22, "scratchpad byte pitch")
+BYTES = unsigned("bytes", 16, "element size in bytes", lo=1)
+COUNT12 = unsigned("count12", 12, "element count", lo=1)
+COUNT13 = unsigned("count13", 13, "element count", lo=1)
+COUNT16 = unsigned("count16", 16, "element count", lo=1)
+COUNT24 = unsigned("count24", 24, "element count", lo=1)
+PAD8 = unsigned("pad8", 8, "padding in rows or columns")
+PAD4 = unsigned("pad4", 4, "padding in rows or columns (below the window size)")
+WINDOW = unsigned("window", 4, "window size, stride or dilation", lo=1)
+FLAG = unsigned("flag", 1, "0 or 1")
+INT8 = signed("int8", 8, "signed 8-bit value")
+INT32 = signed("int32", 32, "signed 32-bit value")
+MULTIPLIER = unsigned("multiplier", 31, "fixed-point multiplier M: the real factor is M * 2^-(31+shift)")
+SHIFT = signed("shift", 8, "requantize shift: the real factor is M * 2^-(31+shift)", lo=-31, hi=31)
+DATAFLOW = symbolic("dataflow", ("ws", "os"), "matrix-engine dataflow: weight- or output-stationary")
+POOL_OP = symbolic("pool_op", ("max", "avg"), "pooling: maximum or rounded average")
+REDUCE_OP = symbolic("reduce_op", ("sum", "max"), "reduction: saturating sum or maximum")
+
+FIELD_KINDS: tuple[FieldKind, ...] = (
+    DRAM_ADDR, SPAD_ADDR, ACC_ADDR, SRAM_ADDR, SPACE, STRIDE, STRIDE16, PITCH, BYTES, COUNT12, COUNT13, COUNT16,
+    COUNT24, PAD8, PAD4, WINDOW, FLAG, INT8, INT32, MULTIPLIER, SHIFT, DATAFLOW, POOL_OP, REDUCE_OP)
+
+F = Field
+
+
+def _ordered(lo: str, hi: str) -> Check:
+    """A cross-field rule: field `lo` must not exceed field `hi` (its docstring is the reference's wording)."""
+    def check(v: Mapping[str, FieldValue]) -> str | None:
+        return None if v[lo] <= v[hi] else f"{lo} = {v[lo]} is greater than {hi} = {v[hi]}"
+    check.__doc__ = f"`{lo}` <= `{hi}`"
+    return check
+
+
+def _pads_below_window(v: Mapping[str, FieldValue]) -> str | None:
+    """each pad below its window size (`pad_top`, `pad_bottom` < `kh`; `pad_left`, `pad_right` < `kw`), so
+    every window holds a cell of the image"""
+    for pad, size in (("pad_top", "kh"), ("pad_bottom", "kh"), ("pad_left", "kw"), ("pad_right", "kw")):
+        if v[pad] >= v[size]:
+            return f"{pad} = {v[pad]} must be below {size} = {v[size]}"
+    return None
+
+
+def _reset(**values: FieldValue | FromConfig) -> tuple[tuple[str, FieldValue | FromConfig], ...]:
+    """Reset values of a config row's registers, in field order."""
+    return tuple(values.items())
+
+
+def _dma_config(mnemonic: str, opcode: int, engine: Engine, direction: str) -> InstrSpec:
+    return InstrSpec(mnemonic, opcode, engine, (
+        F("row_stride", 22, STRIDE, "DRAM bytes between consecutive rows"),
+        F("plane_stride", 54, STRIDE, "DRAM bytes between consecutive planes"),
+        F("col_stride", 86, STRIDE16, "DRAM bytes between consecutive elements of a row"),
+        F("elem_bytes", 102, BYTES, "contiguous bytes per element (E)"),
+    ), f"Sets the DRAM geometry of the following {direction}s: element (p, r, c) of a box starts at DRAM byte "
+       "`dram + p*plane_stride + r*row_stride + c*col_stride` and is `elem_bytes` contiguous bytes long. Strides "
+       "may be 0 (the same bytes again) or smaller than an element.", "dma-config",
+        reset=_reset(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=1))
+
+
+def _dma_box(direction: str) -> tuple[Field, ...]:
+    return (
+        F("dram", 22, DRAM_ADDR, f"DRAM byte address of element (0, 0, 0) of the box ({direction})"),
+        F("space", 54, SPACE, "the SRAM side"),
+        F("sram", 55, SRAM_ADDR, "start of the dense SRAM image"),
+        F("planes", 77, COUNT12, "planes in the box (P)"),
+        F("rows", 89, COUNT16, "rows per plane (R)"),
+        F("cols", 105, COUNT16, "elements per row (C)"),
+    )
+
+
+CONTROL = [
+    InstrSpec("NOP", 0x01, Engine.CONTROL, (), "Does nothing. The dispatcher executes it in program order: its wait "
+              "holds back the dispatch of every later instruction, so a NOP with a wait is a barrier; its signal "
+              "follows at once.", "control"),
+    InstrSpec("END", 0x02, Engine.CONTROL, (), "Ends the program; it must be the last instruction and occur once. "
+              "The dispatcher takes its wait, stops fetching, and the program has finished when every engine queue "
+              "is empty and every engine idle.", "control"),
+]
+
+DMA = [
+    _dma_config("CONFIG_LOAD", 0x04, Engine.LOAD, "LOAD"),
+    InstrSpec("CONFIG_PAD", 0x05, Engine.LOAD, (
+        F("pad_top", 22, PAD8, "padding rows above each plane"),
+        F("pad_bottom", 30, PAD8, "padding rows below each plane"),
+        F("pad_left", 38, PAD8, "padding elements before each row"),
+        F("pad_right", 46, PAD8, "padding elements after each row"),
+        F("pad_value", 54, INT8, "value of every padding byte (the input zero point)"),
+    ), "Sets the padding the following LOADs write around each plane of their SRAM image, without reading "
+       "DRAM.", "dma-config", reset=_reset(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)),
+    InstrSpec("LOAD", 0x06, Engine.LOAD, _dma_box("source"), """\
+DMA from DRAM into SRAM, with the geometry of CONFIG_LOAD and the padding of CONFIG_PAD. With E = elem_bytes,
+H = pad_top + rows + pad_bottom and W = pad_left + cols + pad_right, the SRAM image is dense: padded
+position (p, y, x) occupies image bytes `((p*H + y)*W + x)*E .. +E-1`. Where pad_top <= y < pad_top + rows
+and pad_left <= x < pad_left + cols, byte e of the position is DRAM byte
+`dram + p*plane_stride + (y - pad_top)*row_stride + (x - pad_left)*col_stride + e`; every other position
+is padding. space = spad: image byte b is written to `spad[sram + b]`, padding bytes are pad_value.
+space = acc: E must be a multiple of 4 (fault otherwise); image bytes 4i..4i+3, read as a little-endian
+int32, are written to `acc[sram + i]`, and padding words are pad_value sign-extended.""", "dma"),
+    _dma_config("CONFIG_STORE", 0x08, Engine.STORE, "STORE"),
+    InstrSpec("STORE", 0x09, Engine.STORE, _dma_box("destination"), """\
+DMA from SRAM to DRAM, with the geometry of CONFIG_STORE (no padding). With E = elem_bytes the SRAM image
+is dense: element (p, r, c) occupies image bytes `((p*rows + r)*cols + c)*E .. +E-1`, and its byte e is
+written to DRAM byte `dram + p*plane_stride + r*row_stride + c*col_stride + e`. space = spad: image byte b
+is `spad[sram + b]`. space = acc: E must be a multiple of 4 (fault otherwise); image bytes 4i..4i+3 are
+`acc[sram + i]` as a little-endian int32. Where DRAM destinations coincide, the element later in
+(p, r, c) order wins.""", "dma"),
+]
+
+MATRIX = [
+    InstrSpec("CONFIG_MATMUL", 0x0C, Engine.MATRIX, (
+        F("dataflow", 22, DATAFLOW, "weight-stationary (ws) or output-stationary (os)"),
+        F("im2col", 23, FLAG, "1: MATMUL reads its input through the convolution window below"),
+        F("out_w", 24, COUNT16, "output pixels per output row"),
+        F("channels", 40, COUNT16, "input channels per pixel (innermost part of K)"),
+        F("kw", 56, WINDOW, "kernel width"),
+        F("stride_h", 60, WINDOW, "vertical convolution stride"),
+        F("stride_w", 64, WINDOW, "horizontal convolution stride"),
+        F("dil_h", 68, WINDOW, "vertical dilation"),
+        F("dil_w", 72, WINDOW, "horizontal dilation"),
+        F("row_pitch", 76, PITCH, "scratchpad bytes between image rows"),
+        F("pixel_pitch", 98, STRIDE16, "scratchpad bytes between pixels of a row"),
+    ), "Sets the matrix engine's dataflow (timing only, never the result) and how MATMUL addresses its input "
+       "matrix.", "matrix-config",
+        reset=_reset(dataflow=FromConfig("dataflow"), im2col=0, out_w=1, channels=1, kw=1, stride_h=1, stride_w=1,
+                     dil_h=1, dil_w=1, row_pitch=0, pixel_pitch=0)),
+    InstrSpec("MATMUL", 0x0D, Engine.MATRIX, (
+        F("inp", 22, SPAD_ADDR, "input matrix A (P x K int8) or image"),
+        F("wgt", 44, SPAD_ADDR, "weight matrix B (K x N int8, row-major)"),
+        F("acc", 66, ACC_ADDR, "result matrix (P x N int32, row-major)"),
+        F("rows", 86, COUNT16, "P: rows of A and of the result"),
+        F("k", 102, COUNT13, "K: reduction length"),
+        F("n", 115, COUNT12, "N: columns of B and of the result"),
+        F("acc_mode", 127, FLAG, "0: overwrite the result, 1: add to it"),
+    ), """\
+`acc[acc + p*n + j] = S(p, j)` (acc_mode 0) or `wrap32(acc[acc + p*n + j] + S(p, j))` (acc_mode 1) for
+p < rows, j < n, where `S(p, j) = wrap32(sum over i < k of A(p, i) * spad[wgt + i*n + j])` and wrap32
+reduces modulo 2^32 into -2^31..2^31-1. With im2col = 0, `A(p, i) = spad[inp + p*k + i]`. With im2col = 1,
+A is the implicit im2col of an int8 image at inp (pixels pixel_pitch bytes apart, rows row_pitch bytes
+apart, channels contiguous): oy = p div out_w, ox = p mod out_w, ky = i div (kw*channels),
+kx = (i div channels) mod kw, ci = i mod channels, and `A(p, i) = spad[inp + (oy*stride_h + ky*dil_h)*row_pitch
++ (ox*stride_w + kx*dil_w)*pixel_pitch + ci]`; k must be a multiple of kw*channels (fault otherwise). One
+MATMUL performs every fold of the problem over the array (K and N folds when weight-stationary, P and N
+folds when output-stationary).""", "matrix"),
+]
+
+_BINARY = {
+    "ADD": "a + b", "SUB": "a - b", "MUL": "a * b", "MIN": "min(a, b)", "MAX": "max(a, b)",
+    "SHL": "a * 2^min(max(b, 0), 31)", "SHR": "a div 2^min(max(b, 0), 31) (arithmetic shift right)",
+}
+
+
+def _binary(op: str, opcode: int) -> InstrSpec:
+    return InstrSpec(f"V{op}", opcode, Engine.VECTOR, (
+        F("dst_space", 22, SPACE, "destination SRAM"),
+        F("dst", 23, SRAM_ADDR, "destination, rows x cols dense"),
+        F("src1_space", 45, SPACE, "first source SRAM"),
+        F("src1", 46, SRAM_ADDR, "first source a, rows x cols dense"),
+        F("src2_space", 68, SPACE, "second source SRAM"),
+        F("src2", 69, SRAM_ADDR, "second source b: rows x cols dense, or one row of cols"),
+        F("rows", 91, COUNT16, "rows"),
+        F("cols", 107, COUNT16, "elements per row"),
+        F("bcast", 123, FLAG, "1: b is a single row (such as a bias) repeated for every row"),
+    ), f"For r < rows, c < cols: a = mem(src1_space, src1 + r*cols + c), b = mem(src2_space, src2 + c) if bcast "
+       f"else mem(src2_space, src2 + r*cols + c); `mem(dst_space, dst + r*cols + c) = sat(dst_space, {_BINARY[op]})`.",
+        "vector-binary")
+
+
+def _immediate(op: str, opcode: int) -> InstrSpec:
+    return InstrSpec(f"V{op}I", opcode, Engine.VECTOR, (
+        F("dst_space", 22, SPACE, "destination SRAM"),
+        F("dst", 23, SRAM_ADDR, "destination, count elements"),
+        F("src_space", 45, SPACE, "source SRAM"),
+        F("src", 46, SRAM_ADDR, "source a, count elements"),
+        F("count", 68, COUNT24, "elements"),
+        F("imm", 92, INT32, "the second operand b"),
+    ), f"For i < count: a = mem(src_space, src + i), b = imm; `mem(dst_space, dst + i) = sat(dst_space, "
+       f"{_BINARY[op]})`." + (" VADDI with imm 0 copies between the spaces (int8 -> int32 sign-extends, int32 "
+                              "-> int8 saturates)." if op == "ADD" else ""), "vector-immediate")
+
+
+VECTOR = [
+    InstrSpec("CONFIG_REQUANT", 0x10, Engine.VECTOR, (
+        F("multiplier", 22, MULTIPLIER, "per-tensor multiplier M"),
+        F("shift", 53, SHIFT, "per-tensor shift s"),
+        F("zero_point", 61, INT8, "output zero point"),
+        F("clamp_lo", 69, INT8, "lowest output"),
+        F("clamp_hi", 77, INT8, "highest output"),
+        F("per_channel", 85, FLAG, "1: M and s per column from the table"),
+        F("table", 86, SPAD_ADDR, "per-channel table: 8 bytes per column"),
+    ), "Sets the REQUANT parameters. The reset values are the identity (2^30 * 2^-(31-1) = 1).", "vector-config",
+        (_ordered("clamp_lo", "clamp_hi"),),
+        reset=_reset(multiplier=1 << 30, shift=-1, zero_point=0, clamp_lo=-128, clamp_hi=127, per_channel=0, table=0)),
+    InstrSpec("CONFIG_CLAMP", 0x11, Engine.VECTOR, (
+        F("lo", 22, INT32, "lower bound"),
+        F("hi", 54, INT32, "upper bound"),
+    ), "Sets the CLAMP bounds.", "vector-config", (_ordered("lo", "hi"),),
+        reset=_reset(lo=-(1 << 31), hi=(1 << 31) - 1)),
+    InstrSpec("CONFIG_POOL", 0x12, Engine.VECTOR, (
+        F("kh", 22, WINDOW, "window height"),
+        F("kw", 26, WINDOW, "window width"),
+        F("stride_h", 30, WINDOW, "vertical stride"),
+        F("stride_w", 34, WINDOW, "horizontal stride"),
+        F("pad_top", 38, PAD4, "padding rows above"),
+        F("pad_bottom", 42, PAD4, "padding rows below"),
+        F("pad_left", 46, PAD4, "padding columns left"),
+        F("pad_right", 50, PAD4, "padding columns right"),
+        F("count_pad", 54, FLAG, "avg: 1 counts padding cells (as pad_value), 0 skips them"),
+        F("pad_value", 55, INT8, "avg with count_pad 1: the value of a padding cell (the zero point)"),
+    ), "Sets the POOL window.", "vector-config", (_pads_below_window,),
+        reset=_reset(kh=1, kw=1, stride_h=1, stride_w=1, pad_top=0, pad_bottom=0, pad_left=0, pad_right=0,
+                     count_pad=0, pad_value=0)),
+    InstrSpec("LUT_LOAD", 0x13, Engine.VECTOR, (
+        F("src", 22, SPAD_ADDR, "256-byte table"),
+    ), "`lut[i] = spad[src + i]` for i < 256: the table LUT applies (sigmoid, tanh, exp, gelu... precomputed "
+       "for the input and output quantisation). Reset: lut[i] = i - 128 (the identity).", "vector-config"),
+    *(_binary(op, 0x18 + i) for i, op in enumerate(_BINARY)),
+    *(_immediate(op, 0x20 + i) for i, op in enumerate(_BINARY)),
+    InstrSpec("REQUANT", 0x28, Engine.VECTOR, (
+        F("dst", 22, SPAD_ADDR, "int8 result, rows x cols dense"),
+        F("src", 44, ACC_ADDR, "int32 source, rows x cols dense"),
+        F("rows", 64, COUNT16, "rows"),
+        F("cols", 80, COUNT16, "elements per row (channels)"),
+    ), """\
+For r < rows, c < cols: x = acc[src + r*cols + c]; `spad[dst + r*cols + c] = min(max(q + zero_point,
+clamp_lo), clamp_hi)` with q = round(x * M / 2^(31 + s)), rounding half away from zero:
+with S = 31 + s and t = x * M, q = t if S = 0, else q = sign(t) * ((|t| + 2^(S-1)) div 2^S). M and s
+are CONFIG_REQUANT's multiplier and shift, or with per_channel 1 the table entry of column c: M is the
+little-endian int32 at spad[table + 8c .. table + 8c + 3] and s the int8 at spad[table + 8c + 4]
+(bytes 5..7 unused); an entry with M < 0 or s outside -31..31 is a fault.""", "vector-unary"),
+    InstrSpec("CLAMP", 0x29, Engine.VECTOR, (
+        F("dst_space", 22, SPACE, "destination SRAM"),
+        F("dst", 23, SRAM_ADDR, "destination, count elements"),
+        F("src_space", 45, SPACE, "source SRAM"),
+        F("src", 46, SRAM_ADDR, "source, count elements"),
+        F("count", 68, COUNT24, "elements"),
+    ), "For i < count: `mem(dst_space, dst + i) = sat(dst_space, min(max(mem(src_space, src + i), lo), hi))` "
+       "with CONFIG_CLAMP's bounds. ReLU on quantised data is CLAMP with lo = the zero point.", "vector-unary"),
+    InstrSpec("LUT", 0x2A, Engine.VECTOR, (
+        F("dst", 22, SPAD_ADDR, "int8 result"),
+        F("src", 44, SPAD_ADDR, "int8 source"),
+        F("count", 66, COUNT24, "elements"),
+    ), "For i < count: `spad[dst + i] = lut[spad[src + i] + 128]` (the table LUT_LOAD set).", "vector-unary"),
+    InstrSpec("POOL", 0x2B, Engine.VECTOR, (
+        F("op", 22, POOL_OP, "max or avg"),
+        F("dst", 23, SPAD_ADDR, "int8 result, OH x OW x channels dense"),
+        F("src", 45, SPAD_ADDR, "int8 image, height x width x channels dense"),
+        F("height", 67, COUNT12, "image height H"),
+        F("width", 79, COUNT12, "image width W"),
+        F("channels", 91, COUNT16, "channels C"),
+    ), """\
+Pools an H x W x C int8 image, element (y, x, c) at spad[src + (y*W + x)*C + c], with CONFIG_POOL's window:
+OH = (H + pad_top + pad_bottom - kh) div stride_h + 1 and OW = (W + pad_left + pad_right - kw) div stride_w + 1
+(fault if either is below 1); result (oy, ox, c) goes to spad[dst + (oy*OW + ox)*C + c]. The window of
+(oy, ox) holds cells (oy*stride_h + i - pad_top, ox*stride_w + j - pad_left) for i < kh, j < kw; cells
+outside the image are padding. op = max: the maximum over the window's image cells. op = avg: with
+count_pad 1, t = sum of the window with padding cells worth pad_value and n = kh*kw; with count_pad 0,
+t = sum of the image cells and n = their number; the result is sign(t) * ((|t| + n div 2) div n)
+(rounding half away from zero).""", "vector-unary"),
+    InstrSpec("REDUCE", 0x2C, Engine.VECTOR, (
+        F("op", 22, REDUCE_OP, "sum or max"),
+        F("accumulate", 23, FLAG, "1: combine with the destination's previous value"),
+        F("dst", 24, ACC_ADDR, "int32 result, cols elements"),
+        F("src_space", 44, SPACE, "source SRAM"),
+        F("src", 45, SRAM_ADDR, "source, rows x cols dense"),
+        F("rows", 67, COUNT16, "rows reduced"),
+        F("cols", 83, COUNT16, "elements per row (channels)"),
+    ), """\
+For c < cols: with x(r) = mem(src_space, src + r*cols + c), v = the sum (op sum) or maximum (op max) of x(r)
+over r < rows; with accumulate 1, v = acc[dst + c] + v (sum) or max(acc[dst + c], v) (max);
+`acc[dst + c] = sat(acc, v)`. Global average pooling is REDUCE sum then REQUANT by 1/rows.""",
+        "vector-unary"),
+]
+
+INSTRUCTIONS: tuple[InstrSpec, ...] = (*CONTROL, *DMA, *MATRIX, *VECTOR)
+validate_table(INSTRUCTIONS)
+
+BY_MNEMONIC: dict[str, InstrSpec] = {s.mnemonic: s for s in INSTRUCTIONS}
+BY_OPCODE: dict[int, InstrSpec] = {s.opcode: s for s in INSTRUCTIONS}
