@@ -24,7 +24,15 @@ REQUANT_ENTRY_BYTES = 8
 
 
 class ProgramError(IsaError):
-    """A decoded program that cannot run on the configured machine; names the instruction."""
+    """A decoded program that cannot run on the configured machine; names the instruction.
+
+    `index` is the offending instruction's position when there is one (a container
+    reader turns it into a byte offset).
+    """
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.index = index
 
 
 @dataclass(frozen=True)
@@ -176,7 +184,7 @@ def program_extents(program: list[Instr], config: ArchConfig) -> list[list[Exten
         try:
             result.append(extents(instr, registers))
         except ProgramError as exc:
-            raise ProgramError(f"{_where(index, instr)}: {exc}") from None
+            raise ProgramError(f"{_where(index, instr)}: {exc}", index) from None
     return result
 
 
@@ -188,14 +196,15 @@ def check_program(program: list[Instr], config: ArchConfig) -> None:
     sizes = {"dram": config.dram_bytes, "spad": config.scratchpad_bytes, "acc": config.accumulator_bytes // 4}
     for index, (instr, found) in enumerate(zip(program, program_extents(program, config))):
         if instr.mnemonic == "END" and index != len(program) - 1:
-            raise ProgramError(f"{_where(index, instr)}: END before the last instruction ({len(program) - 1})")
+            raise ProgramError(f"{_where(index, instr)}: END before the last instruction ({len(program) - 1})",
+                               index)
         for what in ("wait", "signal"):
             sem = getattr(instr, f"{what}_sem")
             if getattr(instr, f"{what}_count") and sem >= config.semaphores:
                 raise ProgramError(f"{_where(index, instr)}: {what} on s{sem}, but architecture '{config.name}' "
-                                   f"has {config.semaphores} semaphores")
+                                   f"has {config.semaphores} semaphores", index)
         for extent in found:
             if extent.stop > sizes[extent.memory]:
                 size = sizes[extent.memory] * (4 if extent.memory == "acc" else 1)
                 raise ProgramError(f"{_where(index, instr)}: {extent}, beyond the {format_size(size)} "
-                                   f"{extent.memory} of architecture '{config.name}'")
+                                   f"{extent.memory} of architecture '{config.name}'", index)

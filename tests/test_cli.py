@@ -77,3 +77,29 @@ def test_compile_reports_stages_schedule_and_dumps(tmp_path):
         assert (tmp_path / name).read_text().startswith("digraph")
     pipeline = cli("compile", "--print-pipeline")
     assert "pipeline graph-optimization:" in pipeline and "fold-batchnorm" in pipeline
+
+
+def test_compile_dumps_ir_and_reports_memory(tmp_path):
+    import re
+
+    from glowsdk.compiler.ir import parse_ir, verify_ir
+    from glowsdk.compiler.ir.allocator import allocate
+
+    out = cli("compile", "squeezenet", "--random-weights", "0", "--dump-ir", "--dump-ir-after",
+              "shrink-lifetimes", "--dump-dir", str(tmp_path))
+    line = next(line for line in out.splitlines() if line.startswith("activations:"))
+    naive, allocated, bound = (float(v) for v in re.findall(r"([\d.]+) MiB", line))
+    assert bound <= allocated <= 1.1 * bound and allocated < naive / 2
+    final = parse_ir((tmp_path / "ir.txt").read_text())
+    verify_ir(final)
+    assert allocate(final).report.line() == line  # the line describes the IR that was dumped
+    shrunk = parse_ir((tmp_path / "ir_after_shrink-lifetimes.txt").read_text())
+    kinds = [i.kind for i in shrunk.instructions]
+    first_dealloc = kinds.index("DeallocActivation")  # IRGen puts them all at the end; the pass moves them up
+    assert any(kind != "DeallocActivation" for kind in kinds[first_dealloc:])
+    printed = cli("compile", "squeezenet", "--dump-ir")
+    assert "== ir ==\nfunction main\ndeclare {" in printed
+    assert "pipeline ir-optimization:" in cli("compile", "--print-pipeline")
+    proc = subprocess.run([sys.executable, "-m", "glowsdk", "compile", "squeezenet", "--dump-ir-after", "nope"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and "--dump-ir-after: unknown pass(es) nope" in proc.stderr

@@ -20,6 +20,8 @@ from ..graph.function import Function
 from ..graph.node import Node, Storage
 
 if TYPE_CHECKING:
+    from ..compiler.ir.program import Program
+    from ..compiler.passes.manager import PassManager
     from ..compiler.schedule import ScheduleReport
 from ..graph.types import ElemKind, Type
 
@@ -47,9 +49,14 @@ class DeviceInfo:
 
 @dataclass
 class CompileOptions:
-    """Options every backend understands; `extra` carries backend-specific ones."""
+    """Options every backend understands; `extra` carries backend-specific ones.
+
+    `ir_passes` runs the IR optimiser of a backend that compiles through the
+    low-level IR (`build_program`), so a caller can dump the IR after chosen passes.
+    """
 
     extra: dict[str, Any] = field(default_factory=dict)
+    ir_passes: PassManager | None = None
 
 
 class CompiledFunction(ABC):
@@ -59,6 +66,7 @@ class CompiledFunction(ABC):
         self.inputs = [TensorInfo(p.name, p.type) for p in function.input_placeholders()]
         self.outputs = [TensorInfo(p.name, p.type) for p in function.output_placeholders()]
         self.schedule_report: ScheduleReport | None = None  # set by the compile pipeline
+        self.program: Program | None = None  # set by backends that compile through the low-level IR
 
     @abstractmethod
     def execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

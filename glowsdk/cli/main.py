@@ -95,46 +95,56 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
+    from ..backends.base import CompileOptions
     from ..backends.registry import get_backend
+    from ..compiler.ir import format_ir
+    from ..compiler.ir.passes import IR_OPTIMIZATION, IR_PASSES
     from ..compiler.passes import PASSES, PIPELINES, PassManager
     from ..compiler.pipeline import compile_function
     from ..graph.printer import format_dot, format_function
 
     if args.print_pipeline:
-        for pipeline in PIPELINES.values():
+        for pipeline in [*PIPELINES.values(), IR_OPTIMIZATION]:
             print(pipeline.format())
         return 0
     if args.model is None:
         raise GlowError("compile needs a MODEL (an .onnx file or a bundled name)")
+    after = _pass_names("--dump-after", args.dump_after, PASSES)
+    ir_after = _pass_names("--dump-ir-after", args.dump_ir_after, IR_PASSES)
     network = _load_network(args)
     backend = get_backend(args.target)
     counts: dict[str, dict[str, int]] = {}
     render = format_dot if args.dump_graph == "dot" else format_function
 
-    def dump(label: str, function) -> None:
-        text = render(function)
+    def emit(label: str, text: str, extension: str = ".txt") -> None:
         if args.dump_dir:
             os.makedirs(args.dump_dir, exist_ok=True)
-            path = os.path.join(args.dump_dir, safe_file_name(label.replace(" ", "_")) +
-                                (".dot" if args.dump_graph == "dot" else ".txt"))
+            path = os.path.join(args.dump_dir, safe_file_name(label.replace(" ", "_")) + extension)
             with open(path, "w") as f:
                 f.write(text + "\n")
             print(f"wrote {path}")
         else:
             print(f"== {label} ==\n{text}")
 
+    def dump(label: str, function) -> None:
+        emit(label, render(function), ".dot" if args.dump_graph == "dot" else ".txt")
+
     def on_stage(stage: str, function) -> None:
         counts[stage] = function.count_kinds()
         if args.dump_graph and stage in ("imported", "optimized", "lowered"):
             dump(stage, function)
 
-    after = set(args.dump_after.split(",")) if args.dump_after else set()
-    unknown = after - set(PASSES)
-    if unknown:
-        raise GlowError(f"--dump-after: unknown pass(es) {', '.join(sorted(unknown))}; "
-                        f"passes: {', '.join(sorted(PASSES))}")
-    manager = PassManager(dump_after=after, dump=lambda label, fn: dump(label, fn))
-    compiled = compile_function(network.function, backend, passes=manager, on_stage=on_stage)
+    manager = PassManager(dump_after=after, dump=dump)
+    ir_manager = PassManager(registry=IR_PASSES, dump_after=ir_after,
+                             dump=lambda label, ir: emit(f"ir {label}", format_ir(ir)))
+    compiled = compile_function(network.function, backend, CompileOptions(ir_passes=ir_manager),
+                                passes=manager, on_stage=on_stage)
+    program = compiled.program
+    if program is None and (args.dump_ir or ir_after):
+        raise GlowError(f"--dump-ir{'' if args.dump_ir else '-after'}: target {args.target} does not "
+                        f"compile through the low-level IR")
+    if args.dump_ir:
+        emit("ir", format_ir(program.ir))
     print(f"compiled {network.source} for target {args.target}")
     print(_counts_table(counts))
     report = compiled.schedule_report
@@ -144,7 +154,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
               f"import order {report.original_peak / mib:.2f} MiB, "
               f"scheduled ({report.strategy}) {report.scheduled_peak / mib:.2f} MiB, "
               f"lower bound {report.lower_bound / mib:.2f} MiB")
+    if program is not None:
+        print(program.plan.report.line())
     return 0
+
+
+def _pass_names(flag: str, text: str | None, registry: dict) -> set[str]:
+    """The comma-separated pass names of `flag`, each checked against `registry`."""
+    names = set(text.split(",")) if text else set()
+    unknown = names - set(registry)
+    if unknown:
+        raise GlowError(f"{flag}: unknown pass(es) {', '.join(sorted(unknown))}; "
+                        f"passes: {', '.join(sorted(registry))}")
+    return names
 
 
 def _counts_table(counts: dict[str, dict[str, int]]) -> str:
@@ -266,6 +288,18 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     return 1 if failed and args.strict else 0
 
 
+def cmd_disasm(args: argparse.Namespace) -> int:
+    import json
+
+    from isa.config import resolve_config
+    from isa.container import read_npub
+    from isa.npub_print import format_npub, npub_json
+
+    binary = read_npub(args.file, config=resolve_config(args.config) if args.config else None)
+    print(json.dumps(npub_json(binary, args.file), indent=1) if args.json else format_npub(binary, args.file))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="glowsdk", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -288,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="show the graph after import, optimisation and lowering")
     comp.add_argument("--dump-dir", metavar="DIR", help="write dumps into DIR instead of stdout")
     comp.add_argument("--dump-after", metavar="PASS[,PASS]", help="dump the graph after these passes")
+    comp.add_argument("--dump-ir", action="store_true",
+                      help="show the low-level IR after the IR optimiser (ir.txt with --dump-dir)")
+    comp.add_argument("--dump-ir-after", metavar="PASS[,PASS]", help="dump the IR after these IR passes")
     comp.add_argument("--print-pipeline", action="store_true", help="print the pass pipelines and exit")
     comp.set_defaults(func=cmd_compile)
 
@@ -305,6 +342,13 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--json", metavar="FILE", help="also write the full report as JSON")
     conf.add_argument("--strict", action="store_true", help="exit 1 if any case does not pass")
     conf.set_defaults(func=cmd_conformance)
+
+    dis = sub.add_parser("disasm", help="print an NPU binary (.npub): header, tables, instructions as assembly")
+    dis.add_argument("file", help="an .npub file")
+    dis.add_argument("--json", action="store_true", help="print JSON instead of text")
+    dis.add_argument("--config", metavar="PRESET|FILE",
+                     help="also check the binary was built for, and runs on, this architecture configuration")
+    dis.set_defaults(func=cmd_disasm)
     return parser
 
 

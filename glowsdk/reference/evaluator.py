@@ -6,7 +6,7 @@ so a type rule and its kernel cannot silently disagree.
 """
 from __future__ import annotations
 
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -35,6 +35,32 @@ def check_input(placeholder: Placeholder, array: np.ndarray) -> np.ndarray:
             raise InputError(f"input '{placeholder.name}': expected {expected.elem.value}, got {array.dtype}")
         array = array.astype(expected.dtype)
     return array
+
+
+def check_inputs(wanted: Sequence[Placeholder], declared: Iterable[str],
+                 inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The `wanted` inputs by name, each through `check_input`.
+
+    InputError for a name that is not among the `declared` input names (a module
+    input the function no longer reads is still accepted) or a missing input; every
+    backend validates inputs through this, so all report bad input alike.
+    """
+    declared = set(declared)
+    unknown = set(inputs) - declared
+    if unknown:
+        raise InputError(f"unknown input(s): {', '.join(sorted(unknown))}; "
+                         f"the inputs are {', '.join(sorted(declared))}")
+    checked = {}
+    for ph in wanted:
+        if ph.name not in inputs:
+            raise InputError(f"missing input '{ph.name}' ({ph.type})")
+        checked[ph.name] = check_input(ph, inputs[ph.name])
+    return checked
+
+
+def declared_inputs(function: Function) -> list[str]:
+    """Every input name of the function's module, read or not."""
+    return [name for name, ph in function.module.placeholders.items() if not ph.is_output]
 
 
 def run_node(node: Node, args: list) -> list[np.ndarray]:
@@ -66,17 +92,9 @@ def _conform(node: Node, array: np.ndarray, type_: Type) -> np.ndarray:
 def evaluate(function: Function, inputs: Mapping[str, np.ndarray],
              progress: Progress | None = None) -> dict[str, np.ndarray]:
     """Run `function` on named input arrays; return its outputs by placeholder name."""
-    values: dict[NodeValue, np.ndarray] = {}
-    wanted = function.input_placeholders()
-    declared = {name for name, ph in function.module.placeholders.items() if not ph.is_output}
-    unknown = set(inputs) - declared
-    if unknown:
-        raise InputError(f"unknown input(s): {', '.join(sorted(unknown))}; "
-                         f"the inputs are {', '.join(sorted(declared))}")
-    for ph in wanted:
-        if ph.name not in inputs:
-            raise InputError(f"missing input '{ph.name}' ({ph.type})")
-        values[ph.result()] = check_input(ph, inputs[ph.name])
+    checked = check_inputs(function.input_placeholders(), declared_inputs(function), inputs)
+    values: dict[NodeValue, np.ndarray] = {ph.result(): checked[ph.name]
+                                           for ph in function.input_placeholders()}
     remaining = _last_uses(function)
     outputs: dict[str, np.ndarray] = {}
     order = function.topo_order()

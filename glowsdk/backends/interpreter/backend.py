@@ -1,9 +1,10 @@
-"""The interpreter backend: the golden functional reference.
+"""The interpreter backend: the golden functional reference, run from the low-level IR.
 
 It declares exactly the primitive set, so everything it runs has gone through
-lowering, and executes with the reference kernels. Until the low-level IR exists
-it interprets the graph; a later step re-bases it onto the instruction stream and
-the static allocator.
+lowering. Compiling builds the Program every IR backend builds (IRGen, IR
+optimisation, static allocation); executing runs its instructions with the
+reference kernels on flat byte buffers at the allocated offsets, so it checks
+the IR pipeline and the allocator as well as the kernels.
 """
 from __future__ import annotations
 
@@ -11,19 +12,27 @@ from typing import Mapping
 
 import numpy as np
 
+from ...compiler.ir.program import build_program
 from ...compiler.lowering.primitives import PRIMITIVES
+from ...compiler.passes.manager import PassManager
 from ...graph.function import Function
-from ...reference.evaluator import evaluate
+from ...reference.evaluator import check_inputs, declared_inputs
 from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
+from .executor import ProgramRunner
 
 
 class InterpreterFunction(CompiledFunction):
-    def __init__(self, function: Function) -> None:
+    """A function's Program (built with `passes` running the IR optimiser) and a runner for it."""
+
+    def __init__(self, function: Function, passes: PassManager | None = None) -> None:
         super().__init__(function)
-        self.function = function
+        self._wanted = function.input_placeholders()
+        self._declared = declared_inputs(function)
+        self.program = build_program(function, passes=passes)
+        self._runner = ProgramRunner(self.program)
 
     def execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return evaluate(self.function, inputs)
+        return self._runner.run(check_inputs(self._wanted, self._declared, inputs))
 
 
 class InterpreterBackend(Backend):
@@ -36,4 +45,4 @@ class InterpreterBackend(Backend):
         return DeviceInfo(memory_bytes=0, description="host numpy interpreter (memory bound by the host)")
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        return InterpreterFunction(function)
+        return InterpreterFunction(function, options.ir_passes)

@@ -174,7 +174,9 @@ class IRFunction:
         return instr
 
     def remove(self, instr: Instruction) -> None:
+        """Take `instr` out of the program; its name is free again (a pass may give it to a replacement)."""
         self.instructions.remove(instr)
+        self._names.discard(instr.name)
 
     def users(self, value: Value) -> list[Instruction]:
         """Instructions that name `value` as an operand, in program order."""

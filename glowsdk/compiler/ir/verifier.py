@@ -8,12 +8,14 @@ Checks, naming the instruction:
 - a tensorview fits inside its source;
 - an activation is used only between its allocactivation and deallocactivation,
   deallocated once, and never read before something wrote it (a write through a
-  view counts for the whole buffer: views are windows, written in full by IRGen).
+  view counts for the whole buffer: views are windows, written in full by IRGen);
+- an instruction reads no bytes it writes, unless it is in-place (element-wise)
+  and reads exactly the bytes, with the type, it writes.
 """
 from __future__ import annotations
 
 from ...errors import GraphError
-from .function import Instruction, IRFunction, Weight, base_of
+from .function import Instruction, IRFunction, Value, Weight, base_of, view_offset
 from .instructions import result_types
 
 _STRUCTURAL = ("AllocActivation", "DeallocActivation", "TensorView")
@@ -27,6 +29,7 @@ def verify_ir(function: IRFunction) -> None:
     written: set[int] = {id(w) for w in function.weights.values() if w.role != "output"}
     for instr in function.instructions:
         _check_shape(instr)
+        _check_overlap(instr)
         for value, direction in instr.operand_pairs():
             if id(value) not in defined:
                 raise instr.fail(f"uses %{value.name} before it is defined")
@@ -82,3 +85,22 @@ def _check_shape(instr: Instruction) -> None:
                              f"{', '.join(map(str, expected))}")
         if instr.spec.node.verify is not None:
             instr.spec.node.verify(instr)
+
+
+def _check_overlap(instr: Instruction) -> None:
+    """Kernels may stream: a destination must not alias a source, except element for element in place."""
+    if instr.kind in _STRUCTURAL:
+        return
+    pairs = instr.operand_pairs()
+    for i, (written, direction) in enumerate(pairs):
+        for j, (read, other) in enumerate(pairs):
+            if i == j or not (direction.writes and other.reads) or not _overlap(written, read):
+                continue
+            if not (instr.spec.inplace and view_offset(written) == view_offset(read) and written.type == read.type):
+                raise instr.fail(f"writes %{written.name} over bytes of %{read.name}, which it reads")
+
+
+def _overlap(a: Value, b: Value) -> bool:
+    start_a, start_b = view_offset(a), view_offset(b)
+    return (base_of(a) is base_of(b) and start_a < start_b + b.type.nbytes
+            and start_b < start_a + a.type.nbytes)
