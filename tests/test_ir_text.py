@@ -100,7 +100,7 @@ dilations=[1, 1], group=1}
   %concat = concat @out %cat, @in %c, @in %c {axis=1}
   %p = allocactivation {type=float32<1x3x2x2>}
   %i = allocactivation {type=int64<1x3x2x2>}
-  %pool = maxpool @out %p, @out %i, @in %c {kernel=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], \
+  %pool = maxpoolwithindices @out %p, @out %i, @in %c {kernel=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], \
 dilations=[1, 1], ceil_mode=false, column_major=false}
   %flat = tensorview @in %cat {type=float32<96>, offset=0}
   %tail = tensorview @in %flat {type=float32<48>, offset=192}

@@ -47,7 +47,7 @@ def small_net() -> Function:
     module.create_constant("unused", np.ones(2, np.float32))
     conv = fn.add(nodes.Conv, x, w, None, name="conv", kernel=(3, 3), strides=(1, 1), pads=(1, 1, 1, 1),
                   dilations=(1, 1))
-    pool = fn.create(nodes.MaxPool, [conv], name="pool", kernel=(2, 2), strides=(2, 2), pads=(0, 0, 0, 0),
+    pool = fn.create(nodes.MaxPoolWithIndices, [conv], name="pool", kernel=(2, 2), strides=(2, 2), pads=(0, 0, 0, 0),
                      dilations=(1, 1))
     add = fn.add(nodes.Add, pool.result(0), b, name="add")
     flat = fn.add(nodes.Reshape, add, name="flat", shape=(1, 12))
@@ -73,7 +73,7 @@ program {
 pads=[1, 1, 1, 1], dilations=[1, 1], group=1}
   %pool.result = allocactivation {type=float32<1x3x2x2>}
   %pool.indices = allocactivation {type=int64<1x3x2x2>}
-  %pool = maxpool @out %pool.result, @out %pool.indices, @in %conv.result {kernel=[2, 2], strides=[2, 2], \
+  %pool = maxpoolwithindices @out %pool.result, @out %pool.indices, @in %conv.result {kernel=[2, 2], strides=[2, 2], \
 pads=[0, 0, 0, 0], dilations=[1, 1], ceil_mode=false, column_major=false}
   %add.result = allocactivation {type=float32<1x3x2x2>}
   %add = add @out %add.result, @in %pool.result, @in %b

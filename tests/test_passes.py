@@ -183,8 +183,8 @@ def test_fold_pad_into_conv_and_pools():
     module, fn, (x,) = new_graph(x=(1, 3, 7, 6))
     c = fn.add(nodes.Conv, pad(fn, x, (1, 2, 0, 1)), const(module, rand(2, 3, 3, 3)), None, **WINDOW)
     a = fn.add(nodes.AveragePool, pad(fn, x, (2, 0, 1, 1)), count_include_pad=True, **WINDOW)
-    m = fn.create(nodes.MaxPool, [pad(fn, x, (0, 1, 1, 0), -math.inf)], **WINDOW)
-    for name, value in (("c", c), ("a", a), ("m", m.result(0))):
+    m = fn.add(nodes.MaxPool, pad(fn, x, (0, 1, 1, 0), -math.inf), **WINDOW)
+    for name, value in (("c", c), ("a", a), ("m", m)):
         fn.save(value, name)
     copy, changed = optimise(module, fn, ["fold-pad"])
     assert changed and copy.count_kinds() == {"AveragePool": 1, "Conv": 1, "MaxPool": 1, "Save": 3}
@@ -200,9 +200,8 @@ def test_fold_pad_leaves_other_fills_and_dims():
                    **WINDOW), "ones")
     fn.save(fn.add(nodes.Conv, pad(fn, x, (1, 1, 1, 1), mode="edge"), const(module, rand(2, 3, 3, 3)), None,
                    **WINDOW), "edge")
-    pooled = fn.create(nodes.MaxPool, [pad(fn, x, (1, 1, 1, 1), 0.0)], **WINDOW)
-    fn.save(pooled.result(0), "zero_fill")
-    indexed = fn.create(nodes.MaxPool, [pad(fn, x, (1, 1, 1, 1), -math.inf)], **WINDOW)
+    fn.save(fn.add(nodes.MaxPool, pad(fn, x, (1, 1, 1, 1), 0.0), **WINDOW), "zero_fill")
+    indexed = fn.create(nodes.MaxPoolWithIndices, [pad(fn, x, (1, 1, 1, 1), -math.inf)], **WINDOW)
     fn.save(indexed.result(1), "indices")
     unchanged(module, fn, ["fold-pad"])
 

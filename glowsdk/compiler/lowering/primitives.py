@@ -63,7 +63,7 @@ _TABLE = [
     *(Primitive(k, FLOATS, "unary") for k in
       (ew.Exp, ew.Log, ew.Sqrt, ew.Tanh, ew.Erf, ew.Floor, ew.Round, ew.Sin, ew.Cos)),
     Primitive(ew.Cast, ANY - QUANTIZED, "convert"),
-    *(Primitive(k, NUMERIC | QUANTIZED, "pool") for k in (nn.MaxPool, nn.AveragePool)),
+    *(Primitive(k, NUMERIC | QUANTIZED, "pool") for k in (nn.MaxPool, nn.MaxPoolWithIndices, nn.AveragePool)),
     *(Primitive(k, NUMERIC, "reduce") for k in
       (reduce.ReduceSum, reduce.ReduceMax, reduce.ReduceMin, reduce.ReduceProd)),
     *(Primitive(k, NUMERIC, "reduce") for k in (reduce.ArgMax, reduce.ArgMin)),

@@ -5,8 +5,8 @@ zeros in its pads, and a MaxPool pads with -inf (padding never wins): an
 explicit Pad with the same fill in front of them is the same as growing their
 own `pads`. The Pad must be constant mode, pad only the spatial dims (not N or
 C), and not crop (no negative pads; window ops cannot crop). Pools must not use
-ceil_mode (the extra end window would be counted against the padded size) and
-a MaxPool's indices must be unread (they would count positions in the padded
+ceil_mode (the extra end window would be counted against the padded size); a
+MaxPoolWithIndices keeps its Pad (its indices count positions in the padded
 tensor). Other readers of the Pad keep it.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ...graph.function import Function
 from ...graph.node import Node, NodeValue
 from ...graph.nodes import nn, tensor
 from .manager import Pass, register_pass
-from .rewrite import RuleSet, emit, producer, result_is_read
+from .rewrite import RuleSet, emit, producer
 
 RULES = RuleSet()
 
@@ -61,14 +61,13 @@ def _into_average_pool(pool: Node) -> NodeValue | None:
 
 @RULES.rule(nn.MaxPool)
 def _into_max_pool(pool: Node) -> list[NodeValue | None] | None:
-    # MaxPool(Pad(x, -inf)) -> MaxPool(x) with the pads added, when the indices are unread
+    # MaxPool(Pad(x, -inf)) -> MaxPool(x) with the pads added (MaxPoolWithIndices keeps its Pad:
+    # its indices count positions in the padded input)
     found = _spatial_pads(pool.input, -math.inf)
-    if found is None or pool.ceil_mode or not pool.input.type.elem.is_float or result_is_read(pool.result(1)):
+    if found is None or pool.ceil_mode or not pool.input.type.elem.is_float:
         return None
     pad, extra = found
-    attrs = dict(pool.attrs, pads=_grown(pool.pads, extra))
-    folded = pool.function.create(nn.MaxPool, [pad.input], pool.name, **attrs)
-    return [folded.result(0), None]
+    return emit(pool, nn.MaxPool, pad.input, **dict(pool.attrs, pads=_grown(pool.pads, extra)))
 
 
 @register_pass

@@ -130,8 +130,3 @@ def uniform_value(value: NodeValue | None) -> float | None:
 def only_reader(value: NodeValue, reader: Node) -> bool:
     """Whether `reader` is the only node that reads any result of `value`'s node."""
     return list(value.node.users) == [reader]
-
-
-def result_is_read(value: NodeValue) -> bool:
-    """Whether some node reads this particular result."""
-    return any(v == value for user in value.node.users for v in user.inputs)

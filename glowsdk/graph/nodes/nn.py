@@ -177,17 +177,26 @@ def _max_pool_types(node: Node) -> list[Type]:
     return [result, Type(ElemKind.INT64, result.shape)]
 
 
+def _verify_max_pool(node: Node) -> None:
+    require_elem(node, node.input.type, is_numeric, "input")
+
+
 MaxPool = define_node(
-    "MaxPool", "input", results="result indices",
+    "MaxPool", "input", attrs=[*_window(), bool_attr("ceil_mode", False)],
+    infer=_pool_type, verify=_verify_max_pool, family=FAMILY,
+    doc="""Maximum over each window (ONNX MaxPool); padding never wins. Output dims as for Conv, or
+    rounded up with ceil_mode (a last window starting past the input and its begin padding is dropped).""")
+
+MaxPoolWithIndices = define_node(
+    "MaxPoolWithIndices", "input", results="result indices",
     attrs=[*_window(), bool_attr("ceil_mode", False),
            bool_attr("column_major", False, doc="indices count the spatial dims column-major")],
-    infer=_max_pool_types, verify=lambda node: require_elem(node, node.input.type, is_numeric, "input"),
-    family=FAMILY,
-    doc="""Maximum over each window (ONNX MaxPool); padding never wins. Output dims as for Conv, or
-    rounded up with ceil_mode (a last window starting past the input and its begin padding is dropped).
+    infer=_max_pool_types, verify=_verify_max_pool, family=FAMILY,
+    doc="""MaxPool that also returns where each maximum came from (ONNX MaxPool's Indices output):
     `indices` (int64) holds the flat position of each maximum in the unpadded input,
     ((n*C + c)*D1 + d1)*D2 + d2.. (spatial dims reversed when column_major); the first maximum in
-    window order wins ties. Both results are always defined; a backend may skip unused ones.""")
+    window order wins ties. The importer uses it only when a model reads the indices, so a backend
+    that has no index output in hardware still runs every other MaxPool.""")
 
 AveragePool = define_node(
     "AveragePool", "input",

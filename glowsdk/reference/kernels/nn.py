@@ -104,21 +104,33 @@ def _lowest(dtype: np.dtype) -> float:
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
-@kernel(nn.MaxPool)
-def _max_pool(node, x):
-    """Running maximum over the taps, remembering which tap won (the first one on ties)."""
+def _running_max(node, x, track: bool):
+    """Running maximum over the taps; with `track`, also which tap won (the first one on ties)."""
     work = _as(x, compute_dtype(x)) if is_float(x) else x
     xp = _pool_padded(node, work, _lowest(work.dtype))
     best, winner = None, None
     for number, where in taps(node.types[0].shape[2:], node.kernel, node.strides, node.dilations):
         values = xp[(slice(None), slice(None)) + where]
         if best is None:
-            best, winner = values.copy(), np.zeros(values.shape, dtype=np.int32)
+            best = values.copy()
+            winner = np.zeros(values.shape, dtype=np.int32) if track else None
             continue
-        better = values > best
+        if track:
+            better = values > best
+            # tap numbers only grow, so the latest strict improvement is the largest number seen
+            np.maximum(winner, better * np.int32(number), out=winner)
         np.maximum(best, values, out=best)
-        # tap numbers only grow, so the latest strict improvement is the largest number seen
-        np.maximum(winner, better * np.int32(number), out=winner)
+    return best, winner
+
+
+@kernel(nn.MaxPool)
+def _max_pool(node, x):
+    return _running_max(node, x, track=False)[0]
+
+
+@kernel(nn.MaxPoolWithIndices)
+def _max_pool_with_indices(node, x):
+    best, winner = _running_max(node, x, track=True)
     return best, _argmax_indices(node, x.shape, winner)
 
 

@@ -24,8 +24,8 @@ MASK = F32 | {ElemKind.BOOL}
 INDEX = F32 | {ElemKind.INT32, ElemKind.INT64}
 
 # The kernel library, primitive -> element kinds of its operands and results.
-# Every operand and result counts: Equal's bool result, Where's bool condition,
-# MaxPool's int64 indices and Gather's integer indices need those kinds listed.
+# Every operand and result counts: Equal's bool result, Where's bool condition
+# and Gather's integer indices need those kinds listed.
 PRIMITIVES: Mapping[str, frozenset[ElemKind]] = {
     # matrix engine
     "Conv": F32, "MatMul": F32,
@@ -33,7 +33,7 @@ PRIMITIVES: Mapping[str, frozenset[ElemKind]] = {
     **dict.fromkeys(("Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"), F32),
     **dict.fromkeys(("Exp", "Log", "Sqrt", "Tanh", "Erf", "Floor", "Round"), F32),
     **dict.fromkeys(("Equal", "Less", "Where"), MASK),
-    "MaxPool": INDEX, "AveragePool": F32,
+    "MaxPool": F32, "AveragePool": F32,
     **dict.fromkeys(("ReduceSum", "ReduceMax", "ReduceMin"), F32),
     **dict.fromkeys(("ArgMax", "ArgMin"), INDEX),
     # DMA engine

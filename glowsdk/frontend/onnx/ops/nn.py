@@ -152,8 +152,10 @@ def _max_pool(node: OnnxNode):
     order = int(node.attr("storage_order", 0))
     if order not in (0, 1):
         raise node.error(f"storage_order must be 0 or 1, got {order}")
-    pool = node.create(nn.MaxPool, [image], column_major=bool(order), **_pool_attrs(node, image))
-    return pool.results
+    if len(node.output_names) > 1 and node.output_names[1]:
+        pool = node.create(nn.MaxPoolWithIndices, [image], column_major=bool(order), **_pool_attrs(node, image))
+        return pool.results
+    return node.add(nn.MaxPool, image, **_pool_attrs(node, image))
 
 
 @converter("AveragePool")
