@@ -13,19 +13,42 @@ from __future__ import annotations
 
 import os
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass, field
+
+from glowsdk.files import atomic_write
 
 from . import npub_instructions
 from .config import ArchConfig, config_hash
 from .encoding import Instr
 from .errors import IsaError
-from .npub_layout import (FORMAT_VERSION, HEADER, MAGIC, MAX_SECTION_ALIGNMENT, SECTION_ENTRY, SECTION_KINDS,
-                          NpubError, SectionKind, Span)
-from .sections import (Bindings, DebugRange, MemoryPlan, TensorInfo, pack_bindings, pack_debug,
-                       pack_metadata, pack_plan, pack_tensors, unpack_bindings, unpack_debug, unpack_metadata,
-                       unpack_plan, unpack_tensors)
+from .npub_layout import (
+    FORMAT_VERSION,
+    HEADER,
+    MAGIC,
+    MAX_SECTION_ALIGNMENT,
+    SECTION_ENTRY,
+    SECTION_KINDS,
+    NpubError,
+    SectionKind,
+    Span,
+)
+from .sections import (
+    Bindings,
+    DebugRange,
+    MemoryPlan,
+    TensorInfo,
+    pack_bindings,
+    pack_debug,
+    pack_metadata,
+    pack_plan,
+    pack_tensors,
+    unpack_bindings,
+    unpack_debug,
+    unpack_metadata,
+    unpack_plan,
+    unpack_tensors,
+)
 from .table import ISA_VERSION
 
 MAX_FILE_SIZE = 1 << 32
@@ -127,19 +150,9 @@ def write_npub(path: str | os.PathLike, binary: NpuBinary) -> None:
     """Write `binary` to `path` atomically (a temporary file, then a rename), after validating it."""
     data = pack_npub(binary)
     read_npub(data, name=os.fspath(path))
-    folder = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".npub-", suffix=".partial")
+        atomic_write(path, data)
     except OSError as err:
-        raise NpubError(os.fspath(path), "file", 0, f"cannot write ({err.strerror or err})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        os.unlink(tmp)
         raise NpubError(os.fspath(path), "file", 0, f"cannot write ({err.strerror or err})") from None
 
 

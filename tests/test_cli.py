@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from glowsdk import zoo
-from glowsdk.cli.main import safe_file_name
+from glowsdk.files import safe_file_name
 
 
 def cli(*args):

@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import GlowError
+from ..files import safe_file_name
 from .progress import Progress
 
 EXIT_BAD_INPUT = 2
@@ -39,12 +40,6 @@ def _load_input(text: str) -> tuple[str, np.ndarray]:
     if not isinstance(array, np.ndarray):
         raise GlowError(f"--input {name}: {path}: holds an archive, not one array")
     return name, array
-
-
-def safe_file_name(name: str) -> str:
-    """A tensor name as a file name: characters a file name cannot hold become '_'."""
-    cleaned = re.sub(r'[\\/:*?"<>|\x00-\x1f]', "_", name).strip(" .")
-    return cleaned or "_"
 
 
 def _add_model_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
@@ -288,6 +283,40 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     return 1 if failed and args.strict else 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Profile a model on calibration inputs (paper 4.2) and write the profile JSON."""
+    import time
+
+    from ..conformance.report import format_table
+    from ..quantization import calibration_from_dir, calibration_random, collect_profile, save_profile
+
+    folder = os.path.dirname(os.path.abspath(args.o))
+    if not os.path.isdir(folder):
+        raise GlowError(f"-o {args.o}: no such folder {folder}")
+    network = _load_network(args)
+    if args.calibration is not None:
+        samples = calibration_from_dir(args.calibration, network)
+    else:
+        samples = calibration_random(network, args.calibration_random, args.seed)
+    options = {"batch": args.batch, "random_weights": args.random_weights,
+               "input_shapes": {n: list(s) for n, s in map(_parse_shape, args.input_shape)} or None}
+    start = time.perf_counter()
+    bar = Progress("profiling")
+    profile = collect_profile(network, samples, args.target, lambda done, total: bar(done, total, "samples"),
+                              model_info={k: v for k, v in options.items() if v is not None})
+    bar.close()
+    save_profile(profile, args.o)
+    seconds = time.perf_counter() - start
+    print(f"profiled {len(profile)} values of {network.source} on target {args.target} "
+          f"over {len(samples)} samples ({samples.how}) in {seconds:.1f}s")
+    rows = [[v.name, v.node, "x".join(map(str, v.shape)), f"{v.min:.6g}", f"{v.max:.6g}",
+             v.nan + v.pos_inf + v.neg_inf or ""] for v in profile.widest(10) if v.min is not None]
+    print("the widest ranges:")
+    print(format_table(["value", "node", "shape", "min", "max", "nan/inf"], rows))
+    print(f"wrote {args.o}")
+    return 0
+
+
 def cmd_disasm(args: argparse.Namespace) -> int:
     import json
 
@@ -297,6 +326,26 @@ def cmd_disasm(args: argparse.Namespace) -> int:
 
     binary = read_npub(args.file, config=resolve_config(args.config) if args.config else None)
     print(json.dumps(npub_json(binary, args.file), indent=1) if args.json else format_npub(binary, args.file))
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from sim.binding import load_binary, run_binary
+    from sim.report import REPORTS
+    from sim.trace import write_trace
+
+    binary, config = load_binary(args.file, args.config)
+    feeds = dict(_load_input(s) for s in args.input)
+    run = run_binary(binary, config, feeds, checked=args.checked, ideal_dram=args.ideal_dram, seed=args.seed)
+    for name in run.generated:
+        print(f"input {name}: random, seed {args.seed}", file=sys.stderr)
+    if args.output:
+        _write_outputs(args.output, run.outputs)
+        print(f"wrote {len(run.outputs)} output(s) to {args.output}", file=sys.stderr)
+    if args.trace:
+        write_trace(run.result, args.trace)
+        print(f"wrote {args.trace}", file=sys.stderr)
+    print(REPORTS[args.report](run.result), end="" if args.report == "csv" else "\n")
     return 0
 
 
@@ -343,12 +392,39 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--strict", action="store_true", help="exit 1 if any case does not pass")
     conf.set_defaults(func=cmd_conformance)
 
+    prof = sub.add_parser("profile", help="record the range of every value on calibration inputs (quantization)")
+    _add_model_args(prof)
+    calib = prof.add_mutually_exclusive_group(required=True)
+    calib.add_argument("--calibration", metavar="DIR",
+                       help="a folder with one .npy per sample (one input) or one folder per sample of NAME.npy")
+    calib.add_argument("--calibration-random", type=int, metavar="N", help="N samples of seeded random inputs")
+    prof.add_argument("--seed", type=int, default=0, help="seed for --calibration-random (default 0)")
+    prof.add_argument("--target", default="interpreter", help="the backend to run the samples on")
+    prof.add_argument("-o", metavar="FILE", required=True, help="write the profile JSON to FILE")
+    prof.set_defaults(func=cmd_profile)
+
     dis = sub.add_parser("disasm", help="print an NPU binary (.npub): header, tables, instructions as assembly")
     dis.add_argument("file", help="an .npub file")
     dis.add_argument("--json", action="store_true", help="print JSON instead of text")
     dis.add_argument("--config", metavar="PRESET|FILE",
                      help="also check the binary was built for, and runs on, this architecture configuration")
     dis.set_defaults(func=cmd_disasm)
+
+    simu = sub.add_parser("simulate", help="run an NPU binary (.npub) on the cycle simulator and report its timing")
+    simu.add_argument("file", help="an .npub file")
+    simu.add_argument("--input", action="append", default=[], metavar="NAME=file.npy",
+                      help="an input (floats are quantized per the tensor table); missing ones are random")
+    simu.add_argument("--seed", type=int, default=0, help="seed for inputs not given (default 0)")
+    simu.add_argument("--output", metavar="DIR", help="write one NAME.npy per output (dequantized) into DIR")
+    simu.add_argument("--config", metavar="PRESET|FILE",
+                      help="the machine (default: the preset the binary was built for); must match the binary")
+    simu.add_argument("--report", choices=["text", "json", "csv"], default="text",
+                      help="summary, units and layers (text), everything (json) or the layer table (csv)")
+    simu.add_argument("--trace", metavar="FILE", help="write a Chrome-trace JSON (opens in Perfetto)")
+    simu.add_argument("--checked", action="store_true", help="also detect races between engines")
+    simu.add_argument("--ideal-dram", action="store_true",
+                      help="DRAM without latency or bandwidth limit (every LOAD/STORE takes 1 cycle)")
+    simu.set_defaults(func=cmd_simulate)
     return parser
 
 

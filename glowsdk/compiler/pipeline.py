@@ -5,6 +5,10 @@ optimisation -> the backend's target-specific transform -> the memory-minimising
 schedule -> compile. The input function is cloned first, so one imported network
 can be compiled many times.
 `on_stage(stage, function)` lets callers dump or count nodes between stages.
+`instrument(function)` edits the lowered, optimised function in place right after
+the post-lowering pipeline (and its "lowered" hook), before the backend's
+transform; profiling adds its Saves there (glowsdk.quantization), so profiles
+are keyed by the names of the lowered graph's values.
 """
 from __future__ import annotations
 
@@ -18,12 +22,13 @@ from .passes import GRAPH_OPTIMIZATION, POST_LOWERING, PassManager
 from .schedule import schedule
 
 StageHook = Callable[[str, Function], None]
+Instrument = Callable[[Function], None]
 STAGES = ("imported", "optimized", "lowered", "transformed", "scheduled")
 
 
 def compile_function(function: Function, backend: Backend, options: CompileOptions | None = None, *,
                      passes: PassManager | None = None, on_stage: StageHook | None = None,
-                     verify_each: bool = False) -> CompiledFunction:
+                     verify_each: bool = False, instrument: Instrument | None = None) -> CompiledFunction:
     """Optimise, lower and compile a copy of `function` for `backend`."""
     function.verify()
     function = function.module.clone().functions[function.name]
@@ -35,6 +40,12 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
     lower_function(function, backend, verify_each=verify_each)
     manager.run(POST_LOWERING, function)
     hook("lowered", function)
+    if instrument is not None:
+        instrument(function)
+        try:
+            function.verify()
+        except GraphError as err:
+            raise GraphError(f"after instrumenting the lowered graph: {err}") from None
     if backend.transform_post_lowering(function):
         try:
             function.verify()

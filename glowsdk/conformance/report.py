@@ -5,6 +5,7 @@ import json
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
+from ..files import atomic_write
 from .node_tests import CaseResult
 
 STATUSES = ("pass", "fail", "unsupported", "error")
@@ -55,18 +56,7 @@ def node_report(results: Sequence[CaseResult]) -> str:
 
 def write_json(path: str, payload: dict) -> None:
     """Write a report as JSON, completely or not at all."""
-    import os
-    import tempfile
-
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(payload, f, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    atomic_write(path, json.dumps(payload, indent=2))
 
 
 def model_report(results: Sequence) -> str:
