@@ -1,0 +1,119 @@
+"""Run an `.npub` binary: place constants and inputs in DRAM per its plan, simulate, read the outputs.
+
+The container's memory plan is absolute (vendor_guide/npub_format.md): the constants section goes
+to the start of the constants region, each input tensor (dense, row-major) to its address, and
+each output is read back from its address. Inputs given as floats are quantized with the tensor
+table's scale and offset (round half to even, as ONNX QuantizeLinear; saturated to the element
+type); quantized outputs are dequantized to float32, others returned as stored.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from isa.config import PRESETS, ArchConfig, config_hash, resolve_config
+from isa.container import NpuBinary, read_npub
+from isa.sections import TensorInfo
+
+from .errors import SimInputError
+from .results import SimResult
+from .simulator import simulate
+
+DTYPES = {"int8": np.dtype("i1"), "uint8": np.dtype("u1"), "int16": np.dtype("<i2"), "int32": np.dtype("<i4"),
+          "float32": np.dtype("<f4")}
+
+
+@dataclass
+class BinaryRun:
+    """A simulated binary: the run, its outputs by name, and the inputs that were generated."""
+
+    result: SimResult
+    outputs: dict[str, np.ndarray]
+    generated: list[str]
+
+
+def quantize(name: str, value: np.ndarray, tensor: TensorInfo) -> np.ndarray:
+    """The bytes-ready array for input `name` bound to `tensor`: its shape checked, floats quantized."""
+    dtype = DTYPES[tensor.elem]
+    value = np.asarray(value)
+    if value.shape != tensor.shape:
+        raise SimInputError(f"input '{name}': shape {list(value.shape)} does not match tensor '{tensor.name}' "
+                            f"{list(tensor.shape)}")
+    if value.dtype.kind not in "biuf":
+        raise SimInputError(f"input '{name}': {value.dtype} data cannot feed tensor '{tensor.name}' of {tensor.elem}")
+    if dtype.kind == "f":
+        return np.ascontiguousarray(value.astype(dtype))
+    info = np.iinfo(dtype)
+    if value.dtype.kind == "f":
+        if not tensor.scale:
+            raise SimInputError(f"input '{name}': float data for tensor '{tensor.name}' of {tensor.elem}, which "
+                                f"has no quantization scale; give {tensor.elem} data")
+        if not np.isfinite(value).all():
+            raise SimInputError(f"input '{name}': NaN or infinity cannot be quantized to {tensor.elem}")
+        quantized = np.rint(value.astype(np.float64) / tensor.scale) + tensor.offset
+        return np.ascontiguousarray(np.clip(quantized, info.min, info.max).astype(dtype))
+    if value.size and (value.min() < info.min or value.max() > info.max):
+        raise SimInputError(f"input '{name}': values {value.min()}..{value.max()} do not fit tensor "
+                            f"'{tensor.name}' of {tensor.elem}")
+    return np.ascontiguousarray(value.astype(dtype))
+
+
+def dequantize(raw: bytes, tensor: TensorInfo) -> np.ndarray:
+    """An output's stored bytes as an array of its shape, as float32 when it is quantized."""
+    value = np.frombuffer(raw, DTYPES[tensor.elem], tensor.elements).reshape(tensor.shape)
+    if tensor.scale:
+        return ((value.astype(np.float64) - tensor.offset) * tensor.scale).astype(np.float32)
+    return value.copy()
+
+
+def _random(tensor: TensorInfo, rng: np.random.Generator) -> np.ndarray:
+    dtype = DTYPES[tensor.elem]
+    if dtype.kind == "f":
+        return rng.standard_normal(tensor.shape).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, tensor.shape, dtype=dtype, endpoint=True)
+
+
+def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.ndarray], *, checked: bool = False,
+               ideal_dram: bool = False, seed: int = 0) -> BinaryRun:
+    """Simulate `binary` (already read and validated for `config`) on the given inputs; missing inputs are
+    filled with seeded random values of their element type and listed in `generated`."""
+    unknown = sorted(set(inputs) - set(binary.bindings.inputs))
+    if unknown:
+        raise SimInputError(f"input '{unknown[0]}': the binary has no such input "
+                            f"(inputs: {', '.join(binary.bindings.inputs) or 'none'})")
+    rng = np.random.default_rng(seed)
+    image: dict[int, bytes | np.ndarray] = {binary.plan.constants.base: binary.constants}
+    generated = []
+    for name, index in binary.bindings.inputs.items():
+        tensor = binary.tensors[index]
+        if name in inputs:
+            value = quantize(name, inputs[name], tensor)
+        else:
+            value = _random(tensor, rng)
+            generated.append(name)
+        image[tensor.dram_address] = value
+    result = simulate(binary.instructions, config, dram=image, layers=binary.debug, checked=checked,
+                      ideal_dram=ideal_dram)
+    outputs = {}
+    for name, index in binary.bindings.outputs.items():
+        tensor = binary.tensors[index]
+        outputs[name] = dequantize(result.memories.read_dram(tensor.dram_address,
+                                                             tensor.elements * tensor.itemsize), tensor)
+    return BinaryRun(result, outputs, generated)
+
+
+def load_binary(path: str, config: str | None) -> tuple[NpuBinary, ArchConfig]:
+    """Read and validate `path` for the configuration `config` names (a preset or a file), or, without one,
+    for the preset whose hash the binary records; refuses a binary built for another machine."""
+    if config is not None:
+        machine = resolve_config(config)
+        return read_npub(path, config=machine), machine
+    recorded = read_npub(path).config_hash.hex()
+    for machine in PRESETS.values():
+        if config_hash(machine) == recorded:
+            return read_npub(path, config=machine), machine
+    raise SimInputError(f"{path}: built for architecture configuration {recorded[:16]}..., which is no preset "
+                        f"({', '.join(PRESETS)}); give its configuration file with --config")

@@ -1,0 +1,102 @@
+"""The datasheet's timing model for everything but DRAM: cycles per instruction, from the ISA table.
+
+Each row of the ISA table gets its rule here, by mnemonic or by family, and the module checks at
+import that no row is left without one. Matrix-engine cycles are the SCALE-Sim closed forms, built
+from the per-fold cost of the dataflow; vector instructions cost a pipeline fill plus their work
+spread over the lanes. LOAD and STORE have no static cost: their time is the DRAM's (`sim.dram`).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from isa.config import ArchConfig
+from isa.encoding import Instr
+from isa.program import LUT_BYTES, Registers, pool_output
+from isa.table import INSTRUCTIONS
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def matmul_folds(rows: int, k: int, n: int, dataflow: str, config: ArchConfig) -> int:
+    """Array passes of one MATMUL: K x N folds weight-stationary, P x N folds output-stationary."""
+    r, c = config.array_rows, config.array_cols
+    spread = _ceil(k, r) if dataflow == "ws" else _ceil(rows, r)
+    return spread * _ceil(n, c)
+
+
+def matmul_cycles(rows: int, k: int, n: int, dataflow: str, config: ArchConfig) -> int:
+    """Stall-free MATMUL cycles (SCALE-Sim): folds x per-fold cost, minus the one overlapped cycle.
+
+    Weight-stationary, a fold preloads R rows of weights, skews P input rows in over R + C - 2 cycles
+    of fill and drain: 2R + C + P - 2. Output-stationary, a fold streams K steps of both operands
+    through the R + C - 2 cycles of skew: R + C + K - 2.
+    """
+    r, c = config.array_rows, config.array_cols
+    per_fold = 2 * r + c + rows - 2 if dataflow == "ws" else r + c + k - 2
+    return matmul_folds(rows, k, n, dataflow, config) * per_fold - 1
+
+
+def vector_cycles(work: int, config: ArchConfig) -> int:
+    """Pipeline fill plus `work` elements over the lanes."""
+    return config.vector_pipeline_cycles + _ceil(work, config.vector_lanes)
+
+
+def _pool_work(i: Instr, r: Registers) -> int:
+    oh, ow = pool_output(i, r)
+    return oh * ow * i.channels * r["kh"] * r["kw"]
+
+
+VECTOR_WORK: dict[str, Callable[[Instr, Registers], int]] = {
+    "vector-binary": lambda i, r: i.rows * i.cols,
+    "vector-immediate": lambda i, r: i.count,
+    "REQUANT": lambda i, r: i.rows * i.cols,
+    "CLAMP": lambda i, r: i.count,
+    "LUT": lambda i, r: i.count,
+    "LUT_LOAD": lambda i, r: LUT_BYTES,
+    "POOL": _pool_work,
+    "REDUCE": lambda i, r: i.rows * i.cols,
+}
+"""Elements of work per vector-engine instruction (the datasheet's timing table)."""
+
+CycleRule = Callable[[Instr, Registers, ArchConfig], "int | None"]
+
+
+def _vector(i: Instr, r: Registers, config: ArchConfig) -> int:
+    rule = VECTOR_WORK.get(i.mnemonic) or VECTOR_WORK[i.spec.family]
+    return vector_cycles(rule(i, r), config)
+
+
+def _one(i: Instr, r: Registers, config: ArchConfig) -> int:
+    return 1
+
+
+CYCLES: dict[str, CycleRule] = {
+    "control": _one,
+    "dma-config": _one,
+    "matrix-config": _one,
+    "vector-config": _one,
+    "LUT_LOAD": _vector,
+    "dma": lambda i, r, config: None,
+    "matrix": lambda i, r, config: matmul_cycles(i.rows, i.k, i.n, r["dataflow"], config),
+    "vector-binary": _vector,
+    "vector-immediate": _vector,
+    "vector-unary": _vector,
+}
+"""Rule per mnemonic or family: an instruction's cycles on its engine, None when DRAM decides."""
+
+_MISSING = [s.mnemonic for s in INSTRUCTIONS if s.mnemonic not in CYCLES and s.family not in CYCLES]
+if _MISSING:
+    raise ImportError(f"sim.timing: no timing rule for {', '.join(_MISSING)}")
+
+
+def static_cycles(instr: Instr, registers: Registers, config: ArchConfig) -> int | None:
+    """Cycles `instr` occupies its engine, or None for a DRAM transfer (timed dynamically)."""
+    rule = CYCLES.get(instr.mnemonic) or CYCLES[instr.spec.family]
+    return rule(instr, registers, config)
+
+
+def macs(instr: Instr) -> int:
+    """Multiply-accumulates an instruction performs (MATMUL only)."""
+    return instr.rows * instr.k * instr.n if instr.mnemonic == "MATMUL" else 0
