@@ -61,6 +61,8 @@ class Builder:
         same = [v for v in self.values if v.type.shape == shape]
         if same and self.draw(st.booleans()):
             return self.draw(st.sampled_from(same))
+        if not shape:  # a scalar (a reduction over every axis) broadcasts with scalars only
+            return self.constant(())
         suffix = shape[self.draw(st.integers(0, len(shape) - 1)):]
         return self.constant(tuple(1 if self.draw(st.booleans()) else d for d in suffix))
 
@@ -68,6 +70,8 @@ class Builder:
         a = self.pick()
         shape = a.type.shape
         op = self.draw(st.sampled_from(OPS))
+        if not shape and op in ("concat", "slice", "reduce"):
+            op = "unary"  # they need an axis, which a scalar does not have
         fn = self.fn
         if op == "binary":
             b = self.broadcastable_to(shape)
