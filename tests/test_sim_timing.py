@@ -117,8 +117,6 @@ def test_dma_timing_follows_the_request_model(config, dram, planes, rows, cols, 
         STORE dram={dram + 0x100000:#x} space=spad sram=0x0 planes={planes} rows={rows} cols={cols} ; wait s1
         END
     """
-    if pads * 2 > 60:
-        pytest.skip("padding too wide")
     result = simulate(assemble(text), config)
     padded = planes * ((rows + 2 * pads) * (cols + 2 * pads) - rows * cols) * elem
     assert duration(result, 2) == dma_reference(config, dram, planes, rows, cols, ps, rs, cs, elem, padded)
