@@ -7,7 +7,6 @@ against exact rational arithmetic.
 from __future__ import annotations
 
 import contextlib
-
 from fractions import Fraction
 from pathlib import Path
 
