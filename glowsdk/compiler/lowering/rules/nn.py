@@ -212,30 +212,24 @@ def _rms_norm(b: Lowerer, node: nn.RMSNorm) -> NodeValue:
 
 @lowers(nn.LRN)
 def _lrn(b: Lowerer, node: nn.LRN) -> NodeValue:
-    # LRN(x) -> x / (bias + alpha/size * sum of `size` channel-shifted slices of zero-padded x^2)^beta
-    """The channel window of each c is [c - before, c + after]; padding the squares with zeros on
-    both channel ends makes it the slice [c, c + size) of the padded squares, and adding the
-    `size` shifted slices in order is exactly the reference's sum.
+    # LRN(x) -> x / (bias + alpha * AveragePool_channels(x^2))^beta
+    """The channel window of each c is [c - before, c + after] with zeros beyond the channels:
+    an AveragePool over a (channels x positions) view of the squares, with that window and
+    count_include_pad, is the window sum divided by `size`, so alpha/size * sum becomes
+    alpha * mean. Nothing the size of the padded squares is built (the sum order differs
+    from the reference's by rounding only: within a few ulps).
     """
     elem = compute_elem(node.input)
     x = cast_to(b, node.input, elem)
     shape = x.type.shape
+    positions = int(np.prod(shape[2:], dtype=np.int64))
     before = (node.size - 1) // 2
     after = node.size - 1 - before
-    parts = [b.add(ew.Mul, x, x)]
-    if before:
-        parts.insert(0, b.splat(0.0, (shape[0], before) + shape[2:], elem))
-    if after:
-        parts.append(b.splat(0.0, (shape[0], after) + shape[2:], elem))
-    squares = b.add(tensor.Concat, *parts, axis=1) if len(parts) > 1 else parts[0]
-    window = None
-    for shift in range(node.size):
-        starts = (0, shift) + (0,) * (len(shape) - 2)
-        ends = (shape[0], shift + shape[1]) + shape[2:]
-        part = b.add(tensor.Slice, squares, starts=starts, ends=ends, steps=(1,) * len(shape))
-        window = part if window is None else b.add(ew.Add, window, part)
-    scaled = b.add(ew.Mul, b.scalar(node.alpha / node.size, elem), window)
-    base = b.add(ew.Add, b.scalar(node.bias, elem), scaled)
+    squares = b.add(tensor.Reshape, b.add(ew.Mul, x, x), shape=(shape[0], 1, shape[1], positions))
+    mean = b.add(nn.AveragePool, squares, kernel=(node.size, 1), strides=(1, 1), pads=(before, 0, after, 0),
+                 dilations=(1, 1), count_include_pad=True)
+    window_mean = b.add(tensor.Reshape, mean, shape=shape)
+    base = b.add(ew.Add, b.scalar(node.bias, elem), b.add(ew.Mul, b.scalar(node.alpha, elem), window_mean))
     y = b.add(ew.Div, x, b.add(ew.Pow, base, b.scalar(node.beta, elem)))
     return cast_to(b, y, node.type.elem)
 
