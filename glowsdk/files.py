@@ -31,3 +31,77 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _cannot(what: str, path: str, err: OSError):
+    from .errors import GlowError
+
+    return GlowError(f"{what} {path}: cannot write ({err.strerror or err})")
+
+
+def check_writable_file(path: str | os.PathLike, what: str) -> None:
+    """GlowError now, before any work, if `path` cannot be written later (a folder, no parent)."""
+    from .errors import GlowError
+
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise GlowError(f"{what} {path}: is a folder, not a file")
+    if not os.path.isdir(folder):
+        raise GlowError(f"{what} {path}: no such folder {folder}")
+    if not os.access(folder, os.W_OK):
+        raise GlowError(f"{what} {path}: the folder {folder} is not writable")
+
+
+def check_writable_folder(folder: str | os.PathLike, what: str) -> None:
+    """Create `folder` if needed; GlowError now, before any work, if files cannot go into it."""
+    from .errors import GlowError
+
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise GlowError(f"{what} {folder}: is a file, not a folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise _cannot(what, folder, err) from None
+    if not os.access(folder, os.W_OK):
+        raise GlowError(f"{what} {folder}: the folder is not writable")
+
+
+def write_text(path: str | os.PathLike, text: str, what: str) -> None:
+    """`atomic_write` of a text file, with a one-line GlowError naming the option on failure."""
+    try:
+        atomic_write(path, text)
+    except OSError as err:
+        raise _cannot(what, os.fspath(path), err) from None
+
+
+def write_arrays(folder: str | os.PathLike, arrays: dict, what: str) -> list[str]:
+    """Write NAME.npy per array into `folder`, all or nothing; returns the paths written.
+
+    bfloat16 (and other ml_dtypes kinds numpy's .npy cannot describe portably) is saved as
+    float32, which holds every such value exactly.
+    """
+    import numpy as np
+
+    folder = os.fspath(folder)
+    check_writable_folder(folder, what)
+    staged: list[tuple[str, str]] = []
+    try:
+        for name, value in arrays.items():
+            value = np.asarray(value)
+            if value.dtype.kind == "V":
+                value = value.astype(np.float32)
+            final = os.path.join(folder, safe_file_name(name) + ".npy")
+            fd, tmp = tempfile.mkstemp(dir=folder, suffix=".partial")
+            staged.append((tmp, final))
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, value, allow_pickle=False)
+        for tmp, final in staged:
+            os.replace(tmp, final)
+    except OSError as err:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise _cannot(what, folder, err) from None
+    return [final for _, final in staged]

@@ -159,10 +159,16 @@ def load_config(path: str | Path) -> ArchConfig:
     """Read a TOML or JSON configuration: optional `preset` (the base, else 'default'), `name`, parameters."""
     path = Path(path)
     where = str(path)
+    if path.suffix not in (".toml", ".json"):
+        raise ConfigError(f"{where}: unknown configuration format '{path.suffix}' (use .toml or .json)")
+    if path.is_dir():
+        raise ConfigError(f"{where}: is a folder, not a configuration file")
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{where}: cannot read: {exc.__class__.__name__}: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: not a text file (a configuration is TOML or JSON)") from None
     if path.suffix == ".toml":
         try:
             data = tomllib.loads(text)
@@ -173,8 +179,6 @@ def load_config(path: str | Path) -> ArchConfig:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{where}: not valid JSON: {exc}") from None
-    else:
-        raise ConfigError(f"{where}: unknown configuration format '{path.suffix}' (use .toml or .json)")
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a table of parameters at top level, got {type(data).__name__}")
     return config_from_mapping(data, where)
@@ -211,7 +215,7 @@ def resolve_config(spec: str | Path) -> ArchConfig:
     """A preset name ('edge', 'default', 'server') or the path of a TOML/JSON file."""
     if isinstance(spec, str) and spec in PRESETS:
         return PRESETS[spec]
-    if isinstance(spec, str) and not Path(spec).suffix:
+    if isinstance(spec, str) and not Path(spec).suffix and not Path(spec).exists():
         raise ConfigError(f"unknown architecture preset '{spec}' "
                           f"(presets: {', '.join(PRESETS)}; or a .toml/.json file)")
     return load_config(spec)

@@ -121,3 +121,49 @@ def test_external_data_outside_the_model_folder(tmp_path):
 def test_unknown_target_and_model_name():
     assert_one_line_error(run_cli("run", "no_such_model"), "neither a file nor a bundled model")
     assert_one_line_error(run_cli("run", "squeezenet", "--target", "warp-drive"), "unknown target 'warp-drive'")
+
+
+def test_unusable_destinations_are_refused_before_any_work(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3])])
+    path = save(tmp_path, m)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    assert_one_line_error(run_cli("run", path, "--output", str(a_file)), "is a file, not a folder")
+    assert_one_line_error(run_cli("dump", path, "-o", str(tmp_path)), "is a folder, not a file")
+    assert_one_line_error(run_cli("compile", path, "--dump-graph", "text", "--dump-dir", str(a_file)),
+                          "is a file, not a folder")
+    assert_one_line_error(run_cli("conformance", "--suite", "nodes", "--ops", "Relu", "--json",
+                                  str(tmp_path / "missing" / "r.json")), "no such folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "m.onnx"]
+
+
+def test_bad_numbers_and_names_in_options(tmp_path):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2, 3])], [vi("y", [2, 3])])
+    path = save(tmp_path, m)
+    assert_one_line_error(run_cli("run", path, "--seed", "-1"), "is not a seed")
+    assert_one_line_error(run_cli("run", path, "--random-weights", "x"), "is not a seed")
+    assert_one_line_error(run_cli("run", path, "--batch", "0"), "is not a whole number >= 1")
+    assert_one_line_error(run_cli("run", path, "--batch", "4"), "not a batch of 1 or a symbolic batch")
+    assert_one_line_error(run_cli("conformance", "--suite", "nodes", "--ops", "NoSuchOp"),
+                          "NoSuchOp is not an in-scope op")
+
+
+def test_unknown_backend_option_is_refused():
+    import glowsdk
+    from glowsdk.errors import UnsupportedError
+
+    network = glowsdk.load(model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])]))
+    with pytest.raises(UnsupportedError, match="takes no option"):
+        glowsdk.compile(network, "interpreter", bogus=3)
+
+
+def test_bfloat16_outputs_are_written_as_float32(tmp_path):
+    m = model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)], [vi("x", [3])],
+              [vi("y", [3], TensorProto.BFLOAT16)])
+    x = np.array([1.5, -2.0, 0.25], np.float32)  # exact in bfloat16
+    np.save(tmp_path / "x.npy", x)
+    proc = run_cli("run", save(tmp_path, m), "--input", f"x={tmp_path / 'x.npy'}", "--output", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    got = np.load(tmp_path / "o" / "y.npy")
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, x)

@@ -6,6 +6,7 @@ with one line and exit code 1 (set GLOWSDK_DEBUG=1 for the traceback).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import sys
@@ -14,7 +15,13 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import GlowError
-from ..files import safe_file_name
+from ..files import (
+    check_writable_file,
+    check_writable_folder,
+    safe_file_name,
+    write_arrays,
+    write_text,
+)
 from .progress import Progress
 
 EXIT_BAD_INPUT = 2
@@ -42,13 +49,27 @@ def _load_input(text: str) -> tuple[str, np.ndarray]:
     return name, array
 
 
+def _seed(text: str) -> int:
+    """argparse type: a seed is a whole number from 0 (numpy's generators take no negative seed)."""
+    if not re.fullmatch(r"\d+", text.strip()):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a seed (a whole number >= 0)")
+    return int(text)
+
+
+def _positive(text: str) -> int:
+    """argparse type: a count of at least 1."""
+    if not re.fullmatch(r"\d+", text.strip()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number >= 1")
+    return int(text)
+
+
 def _add_model_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     p.add_argument("model", nargs="?" if optional else None,
                    help="an .onnx file or a bundled model name (see `glowsdk models`)")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD...",
                    help="bind the shape of an input with symbolic dims")
-    p.add_argument("--batch", type=int, help="re-batch the model to N (bundled-style models)")
-    p.add_argument("--random-weights", type=int, metavar="SEED",
+    p.add_argument("--batch", type=_positive, help="re-batch the model to N (bundled-style models)")
+    p.add_argument("--random-weights", type=_seed, metavar="SEED",
                    help="replace float weights with seeded random ones (the bundled models' are constant)")
 
 
@@ -106,6 +127,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise GlowError("compile needs a MODEL (an .onnx file or a bundled name)")
     after = _pass_names("--dump-after", args.dump_after, PASSES)
     ir_after = _pass_names("--dump-ir-after", args.dump_ir_after, IR_PASSES)
+    if args.dump_dir:
+        check_writable_folder(args.dump_dir, "--dump-dir")
     network = _load_network(args)
     backend = get_backend(args.target)
     counts: dict[str, dict[str, int]] = {}
@@ -113,10 +136,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     def emit(label: str, text: str, extension: str = ".txt") -> None:
         if args.dump_dir:
-            os.makedirs(args.dump_dir, exist_ok=True)
             path = os.path.join(args.dump_dir, safe_file_name(label.replace(" ", "_")) + extension)
-            with open(path, "w") as f:
-                f.write(text + "\n")
+            write_text(path, text + "\n", "--dump-dir")
             print(f"wrote {path}")
         else:
             print(f"== {label} ==\n{text}")
@@ -177,6 +198,8 @@ def _counts_table(counts: dict[str, dict[str, int]]) -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from .. import api
 
+    if args.output:
+        check_writable_folder(args.output, "--output")
     network = _load_network(args)
     feeds = dict(_load_input(s) for s in args.input)
     known = {i.name for i in network.inputs}
@@ -190,10 +213,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     compiled = api.compile(network, args.target)
     outputs = compiled.run(feeds)
     if args.output:
-        _write_outputs(args.output, outputs)
+        write_arrays(args.output, outputs, "--output")
     print(f"model {network.source} on target {args.target}")
+    given = {s.rpartition("=")[0] for s in args.input}
     for info in network.inputs:
-        origin = "given" if name_given(info.name, args.input) else f"random, seed {args.seed}"
+        origin = "given" if info.name in given else f"random, seed {args.seed}"
         print(f"  input  {info.name}: {info.type} ({origin})")
     for name, value in outputs.items():
         print(f"  output {name}: {_summary(value)}")
@@ -202,48 +226,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def name_given(name: str, inputs: Sequence[str]) -> bool:
-    return any(s.rpartition("=")[0] == name for s in inputs)
-
-
 def _summary(value: np.ndarray) -> str:
     text = f"{value.dtype}{list(value.shape)}"
-    if value.size and value.dtype.kind in "fiub":
+    floating = value.dtype.kind == "f" or value.dtype.name.startswith(("bfloat", "float"))
+    if value.size and (floating or value.dtype.kind in "iub"):
         as_float = value.astype(np.float64)
         text += f" min {as_float.min():.6g} max {as_float.max():.6g} mean {as_float.mean():.6g}"
-        if value.ndim == 2 and value.dtype.kind == "f" and value.shape[1] > 1:
+        if value.ndim == 2 and floating and value.shape[1] > 1:
             top = np.argsort(-value[0])[:5]
             text += " top5[0] " + ", ".join(f"{i}:{value[0, i]:.4g}" for i in top)
     return text
 
 
-def _write_outputs(folder: str, outputs: dict[str, np.ndarray]) -> None:
-    """Write NAME.npy per output, all or nothing: temp files first, then renames."""
-    os.makedirs(folder, exist_ok=True)
-    staged = []
-    try:
-        for name, value in outputs.items():
-            final = os.path.join(folder, safe_file_name(name) + ".npy")
-            tmp = final + ".partial"
-            with open(tmp, "wb") as f:
-                np.save(f, value, allow_pickle=False)
-            staged.append((tmp, final))
-    except OSError as err:
-        for tmp, _ in staged:
-            os.unlink(tmp)
-        raise GlowError(f"--output {folder}: cannot write ({err})") from None
-    for tmp, final in staged:
-        os.replace(tmp, final)
-
-
 def cmd_dump(args: argparse.Namespace) -> int:
     from ..graph.printer import format_dot, format_function
 
+    if args.o:
+        check_writable_file(args.o, "-o")
     network = _load_network(args)
     text = format_dot(network.function) if args.format == "dot" else format_function(network.function)
     if args.o:
-        with open(args.o, "w") as f:
-            f.write(text + "\n")
+        write_text(args.o, text + "\n", "-o")
     else:
         print(text)
     return 0
@@ -254,6 +257,8 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     from ..conformance import report
 
     backend = get_backend(args.target)
+    if args.json:
+        check_writable_file(args.json, "--json")
     payload: dict = {"target": args.target}
     failed = False
     if args.suite in ("nodes", "all"):
@@ -278,7 +283,7 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         payload["models"] = {"totals": report.totals(results), "cases": [r.to_json() for r in results]}
         failed |= any(r.status not in ("pass", "skipped") for r in results)
     if args.json:
-        report.write_json(args.json, payload)
+        write_text(args.json, json.dumps(payload, indent=2), "--json")
         print(f"wrote {args.json}")
     return 1 if failed and args.strict else 0
 
@@ -288,11 +293,14 @@ def cmd_profile(args: argparse.Namespace) -> int:
     import time
 
     from ..conformance.report import format_table
-    from ..quantization import calibration_from_dir, calibration_random, collect_profile, save_profile
+    from ..quantization import (
+        calibration_from_dir,
+        calibration_random,
+        collect_profile,
+        save_profile,
+    )
 
-    folder = os.path.dirname(os.path.abspath(args.o))
-    if not os.path.isdir(folder):
-        raise GlowError(f"-o {args.o}: no such folder {folder}")
+    check_writable_file(args.o, "-o")
     network = _load_network(args)
     if args.calibration is not None:
         samples = calibration_from_dir(args.calibration, network)
@@ -334,24 +342,38 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from sim.report import REPORTS
     from sim.trace import write_trace
 
+    if args.output:
+        check_writable_folder(args.output, "--output")
+    if args.trace:
+        check_writable_file(args.trace, "--trace")
     binary, config = load_binary(args.file, args.config)
     feeds = dict(_load_input(s) for s in args.input)
     run = run_binary(binary, config, feeds, checked=args.checked, ideal_dram=args.ideal_dram, seed=args.seed)
     for name in run.generated:
         print(f"input {name}: random, seed {args.seed}", file=sys.stderr)
-    if args.output:
-        _write_outputs(args.output, run.outputs)
-        print(f"wrote {len(run.outputs)} output(s) to {args.output}", file=sys.stderr)
     if args.trace:
-        write_trace(run.result, args.trace)
+        try:
+            write_trace(run.result, args.trace)
+        except OSError as err:
+            raise GlowError(f"--trace {args.trace}: cannot write ({err.strerror or err})") from None
         print(f"wrote {args.trace}", file=sys.stderr)
+    if args.output:
+        write_arrays(args.output, run.outputs, "--output")
+        print(f"wrote {len(run.outputs)} output(s) to {args.output}", file=sys.stderr)
     print(REPORTS[args.report](run.result), end="" if args.report == "csv" else "\n")
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's error style: one line, exit code 2, a pointer to --help."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="glowsdk", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser = _Parser(prog="glowsdk", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     sub.add_parser("models", help="list the bundled model names").set_defaults(func=cmd_models)
     sub.add_parser("backends", help="list the installed backends").set_defaults(func=cmd_backends)
@@ -360,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_args(run)
     run.add_argument("--target", default="interpreter")
     run.add_argument("--input", action="append", default=[], metavar="NAME=file.npy")
-    run.add_argument("--seed", type=int, default=0, help="seed for inputs not given (default 0)")
+    run.add_argument("--seed", type=_seed, default=0, help="seed for inputs not given (default 0)")
     run.add_argument("--output", metavar="DIR", help="write one NAME.npy per output into DIR")
     run.set_defaults(func=cmd_run)
 
@@ -398,7 +420,7 @@ def build_parser() -> argparse.ArgumentParser:
     calib.add_argument("--calibration", metavar="DIR",
                        help="a folder with one .npy per sample (one input) or one folder per sample of NAME.npy")
     calib.add_argument("--calibration-random", type=int, metavar="N", help="N samples of seeded random inputs")
-    prof.add_argument("--seed", type=int, default=0, help="seed for --calibration-random (default 0)")
+    prof.add_argument("--seed", type=_seed, default=0, help="seed for --calibration-random (default 0)")
     prof.add_argument("--target", default="interpreter", help="the backend to run the samples on")
     prof.add_argument("-o", metavar="FILE", required=True, help="write the profile JSON to FILE")
     prof.set_defaults(func=cmd_profile)
@@ -414,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     simu.add_argument("file", help="an .npub file")
     simu.add_argument("--input", action="append", default=[], metavar="NAME=file.npy",
                       help="an input (floats are quantized per the tensor table); missing ones are random")
-    simu.add_argument("--seed", type=int, default=0, help="seed for inputs not given (default 0)")
+    simu.add_argument("--seed", type=_seed, default=0, help="seed for inputs not given (default 0)")
     simu.add_argument("--output", metavar="DIR", help="write one NAME.npy per output (dequantized) into DIR")
     simu.add_argument("--config", metavar="PRESET|FILE",
                       help="the machine (default: the preset the binary was built for); must match the binary")

@@ -49,6 +49,9 @@ def collect_cases(ops: Iterable[str] | None = None) -> list:
         with np.errstate(all="ignore"):
             cases = collect_testcases(None)
     wanted = set(ops) if ops else None
+    if wanted is not None and not wanted <= IN_SCOPE_OPS:
+        unknown = ", ".join(sorted(wanted - IN_SCOPE_OPS))
+        raise GlowError(f"--ops: {unknown} is not an in-scope op (in scope: {', '.join(sorted(IN_SCOPE_OPS))})")
     selected = []
     for case in cases:
         used = {n.op_type for n in case.model.graph.node}

@@ -1,11 +1,9 @@
 """Conformance reports: per-op tables for people, JSON for machines."""
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
-from ..files import atomic_write
 from .node_tests import CaseResult
 
 STATUSES = ("pass", "fail", "unsupported", "error")
@@ -52,11 +50,6 @@ def node_report(results: Sequence[CaseResult]) -> str:
         text.append("\nnot passing:")
         text.extend(f"  {r.status:<11} {r.name}: {r.detail}" for r in failures)
     return "\n".join(text)
-
-
-def write_json(path: str, payload: dict) -> None:
-    """Write a report as JSON, completely or not at all."""
-    atomic_write(path, json.dumps(payload, indent=2))
 
 
 def model_report(results: Sequence) -> str:

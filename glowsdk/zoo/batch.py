@@ -34,6 +34,14 @@ def rebatch(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
     result.CopyFrom(model)
     graph = result.graph
     initializers = {t.name: t for t in graph.initializer}
+    for value in graph.input:
+        dims = value.type.tensor_type.shape.dim
+        first = dims[0] if len(dims) else None
+        if value.name not in initializers and (first is None or (first.HasField("dim_value") and
+                                                                  first.dim_value != 1)):
+            shown = "a scalar" if first is None else f"dim 0 = {first.dim_value}"
+            raise GlowError(f"rebatch: input '{value.name}' has {shown}, not a batch of 1 or a symbolic "
+                            f"batch; only such models can be re-batched")
     for value in list(graph.input) + list(graph.output):
         dims = value.type.tensor_type.shape.dim
         if value.name not in initializers and len(dims) > 0:

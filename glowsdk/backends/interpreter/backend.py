@@ -15,6 +15,7 @@ import numpy as np
 from ...compiler.ir.program import build_program
 from ...compiler.lowering.primitives import PRIMITIVES
 from ...compiler.passes.manager import PassManager
+from ...errors import UnsupportedError
 from ...graph.function import Function
 from ...reference.evaluator import check_inputs, declared_inputs
 from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
@@ -45,4 +46,6 @@ class InterpreterBackend(Backend):
         return DeviceInfo(memory_bytes=0, description="host numpy interpreter (memory bound by the host)")
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
+        if options.extra:
+            raise UnsupportedError(f"the interpreter takes no option(s) {', '.join(sorted(options.extra))}")
         return InterpreterFunction(function, options.ir_passes)

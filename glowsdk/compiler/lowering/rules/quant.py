@@ -1,1 +1,0 @@
-"""Lowering rules of the quant node kinds."""
