@@ -16,7 +16,7 @@ from ..graph.node import Constant, Node, NodeValue, Placeholder
 from ..graph.nodes.core import Save
 from ..graph.types import Type
 from . import kernels  # noqa: F401  (registers the kernels)
-from .registry import KERNELS
+from .registry import KERNELS, group_variadic, kernel_results
 
 Progress = Callable[[int, int, Node], None]
 
@@ -68,16 +68,10 @@ def run_node(node: Node, args: list) -> list[np.ndarray]:
     fn = KERNELS.get(node.kind)
     if fn is None:
         raise UnsupportedError(f"node '{node.name}': no reference kernel for {node.kind}")
-    variadic = any(o.variadic for o in node.spec.operands)
-    if variadic:
-        fixed = len(node.spec.operands) - 1
-        args = [*args[:fixed], list(args[fixed:])]
     with np.errstate(all="ignore"):
-        produced = fn(node, *args)
-    results = list(produced) if isinstance(produced, (tuple, list)) else [produced]
-    if len(results) != len(node.types):
-        raise AssertionError(f"{node.kind} kernel returned {len(results)} results for {len(node.types)} types")
-    return [_conform(node, np.asarray(r), t) for r, t in zip(results, node.types)]
+        produced = fn(node, *group_variadic(node.spec.operands, args))
+    results = kernel_results(produced, len(node.types), node.kind)
+    return [_conform(node, r, t) for r, t in zip(results, node.types)]
 
 
 def _conform(node: Node, array: np.ndarray, type_: Type) -> np.ndarray:

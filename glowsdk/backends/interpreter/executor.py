@@ -21,7 +21,7 @@ from ...compiler.ir.instructions import OperandKind
 from ...errors import UnsupportedError
 from ...graph.types import Type
 from ...reference import kernels  # noqa: F401  (registers the kernels)
-from ...reference.registry import KERNELS, Kernel
+from ...reference.registry import KERNELS, Kernel, group_variadic, kernel_results
 
 if TYPE_CHECKING:
     from ...compiler.ir.program import Program
@@ -102,11 +102,7 @@ class ProgramRunner:
         if kernel is None:
             raise UnsupportedError(f"instruction '{instr.name}': no reference kernel for {instr.kind}")
         args: list[Arg] = [None if v is None else self._index[id(v)] for v in instr.inputs]
-        node_operands = instr.spec.node.operands
-        if node_operands and node_operands[-1].variadic:
-            fixed = len(node_operands) - 1
-            args = [*args[:fixed], list(args[fixed:])]
-        return _Step(instr, kernel, dests, tuple(args))
+        return _Step(instr, kernel, dests, tuple(group_variadic(instr.spec.node.operands, args)))
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run on checked input arrays (by weight name); fresh output arrays by name."""
@@ -134,13 +130,8 @@ def _execute(step: _Step, views: list[np.ndarray]) -> None:
         np.copyto(views[step.dests[0]], views[step.args[0]])
         return
     produced = step.kernel(step.instr, *(_argument(a, views) for a in step.args))
-    results = list(produced) if isinstance(produced, (tuple, list)) else [produced]
-    if len(results) != len(step.dests):
-        raise AssertionError(f"{step.instr.kind} kernel returned {len(results)} results "
-                             f"for {len(step.dests)} destinations")
-    for index, result in zip(step.dests, results):
+    for index, result in zip(step.dests, kernel_results(produced, len(step.dests), step.instr.kind)):
         dest = views[index]
-        result = np.asarray(result)
         if result.shape != dest.shape:
             raise AssertionError(f"{step.instr.kind} '{step.instr.name}': kernel produced shape "
                                  f"{result.shape}, the destination is {dest.shape}")
