@@ -8,76 +8,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from typing import Sequence
 
 import numpy as np
 
 from ..errors import GlowError
-from ..files import (
-    check_writable_file,
-    check_writable_folder,
-    safe_file_name,
-    write_arrays,
-    write_text,
-)
+from ..files import check_writable_file, check_writable_folder, safe_file_name, write_arrays, write_text
+from . import npu, options
 from .progress import Progress
 
 EXIT_BAD_INPUT = 2
-
-
-def _parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
-    name, _, dims = text.rpartition("=")
-    if not name or not re.fullmatch(r"\d+(x\d+)*|", dims):
-        raise GlowError(f"--input-shape '{text}': expected NAME=DxDx... (e.g. data=1x3x224x224)")
-    return name, tuple(int(d) for d in dims.split("x")) if dims else ()
-
-
-def _load_input(text: str) -> tuple[str, np.ndarray]:
-    name, _, path = text.rpartition("=")
-    if not name or not path:
-        raise GlowError(f"--input '{text}': expected NAME=file.npy")
-    try:
-        array = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise GlowError(f"--input {name}: {path}: no such file") from None
-    except (ValueError, OSError, EOFError) as err:
-        raise GlowError(f"--input {name}: {path}: not a readable .npy file ({err})") from None
-    if not isinstance(array, np.ndarray):
-        raise GlowError(f"--input {name}: {path}: holds an archive, not one array")
-    return name, array
-
-
-def _seed(text: str) -> int:
-    """argparse type: a seed is a whole number from 0 (numpy's generators take no negative seed)."""
-    if not re.fullmatch(r"\d+", text.strip()):
-        raise argparse.ArgumentTypeError(f"'{text}' is not a seed (a whole number >= 0)")
-    return int(text)
-
-
-def _positive(text: str) -> int:
-    """argparse type: a count of at least 1."""
-    if not re.fullmatch(r"\d+", text.strip()) or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number >= 1")
-    return int(text)
-
-
-def _add_model_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
-    p.add_argument("model", nargs="?" if optional else None,
-                   help="an .onnx file or a bundled model name (see `glowsdk models`)")
-    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=DxD...",
-                   help="bind the shape of an input with symbolic dims")
-    p.add_argument("--batch", type=_positive, help="re-batch the model to N (bundled-style models)")
-    p.add_argument("--random-weights", type=_seed, metavar="SEED",
-                   help="replace float weights with seeded random ones (the bundled models' are constant)")
-
-
-def _load_network(args: argparse.Namespace):
-    from .. import api
-
-    shapes = dict(_parse_shape(s) for s in args.input_shape)
-    return api.load(args.model, input_shapes=shapes, batch=args.batch, random_weights=args.random_weights)
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -129,7 +70,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     ir_after = _pass_names("--dump-ir-after", args.dump_ir_after, IR_PASSES)
     if args.dump_dir:
         check_writable_folder(args.dump_dir, "--dump-dir")
-    network = _load_network(args)
+    network = options.load_network(args)
     backend = get_backend(args.target)
     counts: dict[str, dict[str, int]] = {}
     render = format_dot if args.dump_graph == "dot" else format_function
@@ -200,8 +141,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.output:
         check_writable_folder(args.output, "--output")
-    network = _load_network(args)
-    feeds = dict(_load_input(s) for s in args.input)
+    network = options.load_network(args)
+    feeds = dict(options.load_input(s) for s in args.input)
     known = {i.name for i in network.inputs}
     unknown = set(feeds) - known
     if unknown:
@@ -243,7 +184,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
     if args.o:
         check_writable_file(args.o, "-o")
-    network = _load_network(args)
+    network = options.load_network(args)
     text = format_dot(network.function) if args.format == "dot" else format_function(network.function)
     if args.o:
         write_text(args.o, text + "\n", "-o")
@@ -301,17 +242,17 @@ def cmd_profile(args: argparse.Namespace) -> int:
     )
 
     check_writable_file(args.o, "-o")
-    network = _load_network(args)
+    network = options.load_network(args)
     if args.calibration is not None:
         samples = calibration_from_dir(args.calibration, network)
     else:
         samples = calibration_random(network, args.calibration_random, args.seed)
-    options = {"batch": args.batch, "random_weights": args.random_weights,
-               "input_shapes": {n: list(s) for n, s in map(_parse_shape, args.input_shape)} or None}
+    load_options = {"batch": args.batch, "random_weights": args.random_weights,
+                    "input_shapes": {n: list(s) for n, s in map(options.parse_shape, args.input_shape)} or None}
     start = time.perf_counter()
     bar = Progress("profiling")
     profile = collect_profile(network, samples, args.target, lambda done, total: bar(done, total, "samples"),
-                              model_info={k: v for k, v in options.items() if v is not None})
+                              model_info={k: v for k, v in load_options.items() if v is not None})
     bar.close()
     save_profile(profile, args.o)
     seconds = time.perf_counter() - start
@@ -322,45 +263,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
     print("the widest ranges:")
     print(format_table(["value", "node", "shape", "min", "max", "nan/inf"], rows))
     print(f"wrote {args.o}")
-    return 0
-
-
-def cmd_disasm(args: argparse.Namespace) -> int:
-    import json
-
-    from isa.config import resolve_config
-    from isa.container import read_npub
-    from isa.npub_print import format_npub, npub_json
-
-    binary = read_npub(args.file, config=resolve_config(args.config) if args.config else None)
-    print(json.dumps(npub_json(binary, args.file), indent=1) if args.json else format_npub(binary, args.file))
-    return 0
-
-
-def cmd_simulate(args: argparse.Namespace) -> int:
-    from sim.binding import load_binary, run_binary
-    from sim.report import REPORTS
-    from sim.trace import write_trace
-
-    if args.output:
-        check_writable_folder(args.output, "--output")
-    if args.trace:
-        check_writable_file(args.trace, "--trace")
-    binary, config = load_binary(args.file, args.config)
-    feeds = dict(_load_input(s) for s in args.input)
-    run = run_binary(binary, config, feeds, checked=args.checked, ideal_dram=args.ideal_dram, seed=args.seed)
-    for name in run.generated:
-        print(f"input {name}: random, seed {args.seed}", file=sys.stderr)
-    if args.trace:
-        try:
-            write_trace(run.result, args.trace)
-        except OSError as err:
-            raise GlowError(f"--trace {args.trace}: cannot write ({err.strerror or err})") from None
-        print(f"wrote {args.trace}", file=sys.stderr)
-    if args.output:
-        write_arrays(args.output, run.outputs, "--output")
-        print(f"wrote {len(run.outputs)} output(s) to {args.output}", file=sys.stderr)
-    print(REPORTS[args.report](run.result), end="" if args.report == "csv" else "\n")
     return 0
 
 
@@ -379,15 +281,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("backends", help="list the installed backends").set_defaults(func=cmd_backends)
 
     run = sub.add_parser("run", help="run a model on a target and summarise its outputs")
-    _add_model_args(run)
+    options.add_model_args(run)
     run.add_argument("--target", default="interpreter")
     run.add_argument("--input", action="append", default=[], metavar="NAME=file.npy")
-    run.add_argument("--seed", type=_seed, default=0, help="seed for inputs not given (default 0)")
+    run.add_argument("--seed", type=options.seed_number, default=0, help="seed for inputs not given (default 0)")
     run.add_argument("--output", metavar="DIR", help="write one NAME.npy per output into DIR")
     run.set_defaults(func=cmd_run)
 
     comp = sub.add_parser("compile", help="optimise, lower and compile a model for a target")
-    _add_model_args(comp, optional=True)
+    options.add_model_args(comp, optional=True)
     comp.add_argument("--target", default="interpreter")
     comp.add_argument("--dump-graph", choices=["text", "dot"],
                       help="show the graph after import, optimisation and lowering")
@@ -400,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.set_defaults(func=cmd_compile)
 
     dump = sub.add_parser("dump", help="print the imported graph as text or Graphviz DOT")
-    _add_model_args(dump)
+    options.add_model_args(dump)
     dump.add_argument("--format", choices=["text", "dot"], default="text")
     dump.add_argument("-o", metavar="FILE", help="write to FILE instead of stdout")
     dump.set_defaults(func=cmd_dump)
@@ -415,38 +317,17 @@ def build_parser() -> argparse.ArgumentParser:
     conf.set_defaults(func=cmd_conformance)
 
     prof = sub.add_parser("profile", help="record the range of every value on calibration inputs (quantization)")
-    _add_model_args(prof)
+    options.add_model_args(prof)
     calib = prof.add_mutually_exclusive_group(required=True)
     calib.add_argument("--calibration", metavar="DIR",
                        help="a folder with one .npy per sample (one input) or one folder per sample of NAME.npy")
     calib.add_argument("--calibration-random", type=int, metavar="N", help="N samples of seeded random inputs")
-    prof.add_argument("--seed", type=_seed, default=0, help="seed for --calibration-random (default 0)")
+    prof.add_argument("--seed", type=options.seed_number, default=0, help="seed for --calibration-random (default 0)")
     prof.add_argument("--target", default="interpreter", help="the backend to run the samples on")
     prof.add_argument("-o", metavar="FILE", required=True, help="write the profile JSON to FILE")
     prof.set_defaults(func=cmd_profile)
 
-    dis = sub.add_parser("disasm", help="print an NPU binary (.npub): header, tables, instructions as assembly")
-    dis.add_argument("file", help="an .npub file")
-    dis.add_argument("--json", action="store_true", help="print JSON instead of text")
-    dis.add_argument("--config", metavar="PRESET|FILE",
-                     help="also check the binary was built for, and runs on, this architecture configuration")
-    dis.set_defaults(func=cmd_disasm)
-
-    simu = sub.add_parser("simulate", help="run an NPU binary (.npub) on the cycle simulator and report its timing")
-    simu.add_argument("file", help="an .npub file")
-    simu.add_argument("--input", action="append", default=[], metavar="NAME=file.npy",
-                      help="an input (floats are quantized per the tensor table); missing ones are random")
-    simu.add_argument("--seed", type=_seed, default=0, help="seed for inputs not given (default 0)")
-    simu.add_argument("--output", metavar="DIR", help="write one NAME.npy per output (dequantized) into DIR")
-    simu.add_argument("--config", metavar="PRESET|FILE",
-                      help="the machine (default: the preset the binary was built for); must match the binary")
-    simu.add_argument("--report", choices=["text", "json", "csv"], default="text",
-                      help="summary, units and layers (text), everything (json) or the layer table (csv)")
-    simu.add_argument("--trace", metavar="FILE", help="write a Chrome-trace JSON (opens in Perfetto)")
-    simu.add_argument("--checked", action="store_true", help="also detect races between engines")
-    simu.add_argument("--ideal-dram", action="store_true",
-                      help="DRAM without latency or bandwidth limit (every LOAD/STORE takes 1 cycle)")
-    simu.set_defaults(func=cmd_simulate)
+    npu.register(sub)
     return parser
 
 
