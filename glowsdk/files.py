@@ -105,3 +105,27 @@ def write_arrays(folder: str | os.PathLike, arrays: dict, what: str) -> list[str
                 os.unlink(tmp)
         raise _cannot(what, folder, err) from None
     return [final for _, final in staged]
+
+
+def load_npy(path: str | os.PathLike, what: str, mmap: bool = False):
+    """The one array in a .npy file, never unpickling anything; GlowError naming `what` and the file.
+
+    With `mmap` the data is mapped, not read (for checking shapes and dtypes up front).
+    """
+    import numpy as np
+
+    from .errors import GlowError
+
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+        if magic != b"\x93NUMPY":
+            raise GlowError(f"{what}{path}: not a .npy file (no .npy header)")
+        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+    except FileNotFoundError:
+        raise GlowError(f"{what}{path}: no such file") from None
+    except IsADirectoryError:
+        raise GlowError(f"{what}{path}: is a folder, not a .npy file") from None
+    except (ValueError, OSError, EOFError) as err:
+        raise GlowError(f"{what}{path}: not a readable .npy file ({err})") from None

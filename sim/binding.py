@@ -13,16 +13,18 @@ from typing import Mapping
 
 import numpy as np
 
+from glowsdk.graph.types import ElemKind
 from isa.config import PRESETS, ArchConfig, config_hash, resolve_config
 from isa.container import NpuBinary, read_npub
+from isa.npub_layout import ELEM_KINDS
 from isa.sections import TensorInfo
 
 from .errors import SimInputError
 from .results import SimResult
 from .simulator import simulate
 
-DTYPES = {"int8": np.dtype("i1"), "uint8": np.dtype("u1"), "int16": np.dtype("<i2"), "int32": np.dtype("<i4"),
-          "float32": np.dtype("<f4")}
+DTYPES = {name: ElemKind(name).dtype.newbyteorder("<") for name, _ in ELEM_KINDS.values()}
+"""The little-endian dtype of each element kind a tensor table names (isa/npub_layout.py)."""
 
 
 @dataclass

@@ -7,6 +7,7 @@ import re
 import numpy as np
 
 from ..errors import GlowError
+from ..files import load_npy
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -20,15 +21,7 @@ def load_input(text: str) -> tuple[str, np.ndarray]:
     name, _, path = text.rpartition("=")
     if not name or not path:
         raise GlowError(f"--input '{text}': expected NAME=file.npy")
-    try:
-        array = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise GlowError(f"--input {name}: {path}: no such file") from None
-    except (ValueError, OSError, EOFError) as err:
-        raise GlowError(f"--input {name}: {path}: not a readable .npy file ({err})") from None
-    if not isinstance(array, np.ndarray):
-        raise GlowError(f"--input {name}: {path}: holds an archive, not one array")
-    return name, array
+    return name, load_npy(path, f"--input {name}: ")
 
 
 def seed_number(text: str) -> int:

@@ -18,7 +18,7 @@ from typing import Iterator
 import numpy as np
 
 from ..errors import GlowError, InputError
-from ..files import safe_file_name
+from ..files import load_npy, safe_file_name
 from ..graph.node import Placeholder
 from ..reference.evaluator import check_input
 
@@ -116,14 +116,7 @@ def _check_npy_name(path: str) -> None:
 
 def _read(placeholder: Placeholder, path: str, mmap: bool) -> np.ndarray:
     """The array in `path` as the input's dtype; with `mmap`, checked without reading the data."""
-    try:
-        with open(path, "rb") as f:
-            magic = f.read(6)
-        if magic != b"\x93NUMPY":
-            raise GlowError(f"{path}: not a .npy file (no .npy header)")
-        array = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:
-        raise GlowError(f"{path}: not a readable .npy file ({err})") from None
+    array = load_npy(path, "", mmap)
     try:
         # a zero-stride stand-in has the file's shape and dtype but costs no reading
         return check_input(placeholder, np.broadcast_to(np.zeros((), array.dtype), array.shape) if mmap else array)

@@ -1,7 +1,8 @@
 """The bundled model zoo: onnx's light ImageNet networks, their reference cases, and
 ONNX-level transforms (random weights, another batch size) for conformance runs;
 and the digits CNN, a small network trained on real data for accuracy checks."""
-from .batch import random_inputs, rebatch
+from .batch import rebatch
+from .inputs import random_inputs
 from .bundled import BUNDLED, ReferenceCase, bundled_path, is_bundled, load_bundled, reference_case
 from .digits import accuracy_percent, digits_model_path, digits_record, load_digits_split
 from .weights import randomize_weights

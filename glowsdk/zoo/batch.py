@@ -1,4 +1,4 @@
-"""Running the bundled models at another batch size, and random inputs for them.
+"""Running the bundled models at another batch size.
 
 The light models declare batch 1 on their input and output, and hard-code it in
 the shape constants of the Reshapes that flatten features before the classifier
@@ -7,16 +7,12 @@ transform, so glowsdk and onnxruntime run exactly the same batched model.
 """
 from __future__ import annotations
 
-from typing import Sequence
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..backends.base import TensorInfo
 from ..errors import GlowError
-from ..graph.function import Module
-from ..graph.types import ElemKind
 from .graph_facts import activations, consumers
 
 
@@ -65,30 +61,3 @@ def rebatch(model: onnx.ModelProto, batch: int) -> onnx.ModelProto:
         shape[0] = batch
         tensor.CopyFrom(numpy_helper.from_array(shape, tensor.name))
     return result
-
-
-def random_inputs(inputs: Module | Sequence[TensorInfo], seed: int) -> dict[str, np.ndarray]:
-    """Seeded random values for a module's (or compiled function's) inputs, by name.
-
-    Float inputs are standard normal; integers lie in [0, 10), booleans are fair
-    coin flips, quantized inputs span their storage range.
-    """
-    if isinstance(inputs, Module):
-        infos = [TensorInfo(p.name, p.type) for p in inputs.placeholders.values() if not p.is_output]
-    else:
-        infos = list(inputs)
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for info in infos:
-        elem, shape = info.type.elem, info.type.shape
-        if elem.is_float:
-            values = rng.standard_normal(shape)
-        elif elem is ElemKind.BOOL:
-            values = rng.random(shape) < 0.5
-        elif elem.is_quantized:
-            limits = np.iinfo(elem.dtype)
-            values = rng.integers(limits.min, limits.max, shape, endpoint=True)
-        else:
-            values = rng.integers(0, 10, shape)
-        feeds[info.name] = np.asarray(values).astype(elem.dtype)
-    return feeds
