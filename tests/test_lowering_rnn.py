@@ -11,9 +11,8 @@ from glowsdk.backends import get_backend
 from glowsdk.compiler.lowering import lower_function
 from glowsdk.frontend.onnx.importer import import_model
 from lowering_util import check_lowering
+from rnn_cases import recurrent_node
 
-GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
-INPUTS = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"]
 SEQ, BATCH, SIZE, HIDDEN = 4, 3, 5, 6
 
 
@@ -21,30 +20,9 @@ def make_case(op, present=("B",), lengths=None, layout=0, runtime=("X",), dtype=
               seq=SEQ, **attrs):
     """(model, feeds, constants) for one recurrent node; every input is a model input, those
     outside `runtime` bound as compile-time constants."""
-    rng = np.random.default_rng(seed)
-    dirs = 2 if attrs.get("direction") == "bidirectional" else 1
-    gates = GATES[op]
-    state = (dirs, BATCH, HIDDEN) if layout == 0 else (BATCH, dirs, HIDDEN)
-    arrays = {
-        "X": rng.standard_normal((seq, BATCH, SIZE) if layout == 0 else (BATCH, seq, SIZE)),
-        "W": rng.standard_normal((dirs, gates * HIDDEN, SIZE)) * 0.5,
-        "R": rng.standard_normal((dirs, gates * HIDDEN, HIDDEN)) * 0.5,
-        "B": rng.standard_normal((dirs, 2 * gates * HIDDEN)) * 0.5,
-        "initial_h": rng.standard_normal(state), "initial_c": rng.standard_normal(state),
-        "P": rng.standard_normal((dirs, 3 * HIDDEN)),
-    }
-    arrays = {n: a.astype(dtype) for n, a in arrays.items()}
-    if lengths is not None:
-        arrays["sequence_lens"] = np.asarray(lengths, np.int32)
-    wanted = {"X", "W", "R", *present} | ({"sequence_lens"} if lengths is not None else set())
-    names = [n if n in wanted else "" for n in INPUTS[:8 if op == "LSTM" else 6]]
-    while names[-1] == "":
-        names.pop()
-    outputs = ["Y", "Y_h", "Y_c"][:3 if op == "LSTM" else 2]
-    if layout:
-        attrs["layout"] = layout
-    node = helper.make_node(op, names, outputs, hidden_size=HIDDEN, **attrs)
-    feeds = {n: arrays[n] for n in names if n}
+    node, arrays, outputs = recurrent_node(op, seq=seq, batch=BATCH, size=SIZE, hidden=HIDDEN, present=present,
+                                           lengths=lengths, layout=layout, dtype=dtype, seed=seed, attrs=attrs)
+    feeds = arrays
     graph = helper.make_graph(
         [node], op.lower(),
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)

@@ -15,39 +15,18 @@ from glowsdk.frontend.onnx.importer import import_model
 from glowsdk.graph.nodes import rnn
 
 from oracle import glow_run, reference_run
+from rnn_cases import recurrent_node
 
-GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
-INPUTS = ["X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"]
 
 
 def make_case(op, seq=4, batch=3, size=5, hidden=6, present=("B",), lengths=None, layout=0, opset=22,
               runtime=("X",), seed=0, **attrs):
     """(model, feeds) for one recurrent node; inputs in `runtime` are graph inputs, others initializers."""
-    rng = np.random.default_rng(seed)
-    dirs = 2 if attrs.get("direction") == "bidirectional" else 1
-    gates = GATES[op]
-    state = (dirs, batch, hidden) if layout == 0 else (batch, dirs, hidden)
-    arrays = {
-        "X": rng.standard_normal((seq, batch, size) if layout == 0 else (batch, seq, size)),
-        "W": rng.standard_normal((dirs, gates * hidden, size)) * 0.5,
-        "R": rng.standard_normal((dirs, gates * hidden, hidden)) * 0.5,
-        "B": rng.standard_normal((dirs, 2 * gates * hidden)) * 0.5,
-        "initial_h": rng.standard_normal(state), "initial_c": rng.standard_normal(state),
-        "P": rng.standard_normal((dirs, 3 * hidden)),
-    }
-    arrays = {n: a.astype(np.float32) for n, a in arrays.items()}
-    if lengths is not None:
-        arrays["sequence_lens"] = np.asarray(lengths, np.int32)
-    wanted = {"X", "W", "R", *present} | ({"sequence_lens"} if lengths is not None else set())
-    names = [n if n in wanted else "" for n in INPUTS[:8 if op == "LSTM" else 6]]
-    while names[-1] == "":
-        names.pop()
-    outputs = ["Y", "Y_h", "Y_c"][:3 if op == "LSTM" else 2]
-    if layout:
-        attrs["layout"] = layout
-    node = helper.make_node(op, names, outputs, hidden_size=hidden, **attrs)
-    feeds = {n: arrays[n] for n in names if n and n in runtime}
-    inits = [numpy_helper.from_array(arrays[n], n) for n in names if n and n not in runtime]
+    node, arrays, outputs = recurrent_node(op, seq=seq, batch=batch, size=size, hidden=hidden, present=present,
+                                           lengths=lengths, layout=layout, dtype=np.float32, seed=seed,
+                                           attrs=attrs)
+    feeds = {n: a for n, a in arrays.items() if n in runtime}
+    inits = [numpy_helper.from_array(a, n) for n, a in arrays.items() if n not in runtime]
     graph = helper.make_graph(
         [node], op.lower(),
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
