@@ -56,12 +56,18 @@ def binary(op: str, a: ArrayLike, b: ArrayLike, dst_space: str) -> np.ndarray:
 
 
 def round_shift(t: ArrayLike, total_shift: ArrayLike) -> np.ndarray:
-    """t / 2^S rounded half away from zero, for 0 <= S <= 62 and |t| < 2^62."""
+    """t / 2^S rounded half to even, for 0 <= S <= 62 and |t| < 2^62.
+
+    Half to even (convergent rounding) is ONNX's rounding, so an imported QLinear
+    model and glowsdk's own quantized graphs requantize alike on every target.
+    """
     t = np.asarray(t, np.int64)
     s = np.asarray(total_shift, np.int64)
+    floor = t >> s
+    remainder = t - (floor << s)
     half = np.where(s > 0, np.left_shift(np.int64(1), np.maximum(s - 1, 0)), 0)
-    magnitude = (np.abs(t) + half) >> s
-    return np.where(t < 0, -magnitude, magnitude)
+    up = (remainder > half) | ((remainder == half) & (s > 0) & ((floor & 1) == 1))
+    return floor + up
 
 
 def requantize(x: ArrayLike, multiplier: ArrayLike, shift: ArrayLike, zero_point: int,
@@ -76,11 +82,12 @@ def requantize(x: ArrayLike, multiplier: ArrayLike, shift: ArrayLike, zero_point
 
 
 def rounded_average(total: ArrayLike, count: ArrayLike) -> np.ndarray:
-    """POOL avg: total / count rounded half away from zero (count >= 1)."""
+    """POOL avg: total / count rounded half to even (count >= 1)."""
     total = np.asarray(total, np.int64)
     count = np.asarray(count, np.int64)
-    magnitude = (np.abs(total) + count // 2) // count
-    return np.where(total < 0, -magnitude, magnitude)
+    floor = total // count
+    twice = 2 * (total - floor * count)
+    return floor + ((twice > count) | ((twice == count) & ((floor & 1) == 1)))
 
 
 def quantize_multiplier(real: float) -> tuple[int, int]:

@@ -260,8 +260,9 @@ VECTOR = [
         F("cols", 80, COUNT16, "elements per row (channels)"),
     ), """\
 For r < rows, c < cols: x = acc[src + r*cols + c]; `spad[dst + r*cols + c] = min(max(q + zero_point,
-clamp_lo), clamp_hi)` with q = round(x * M / 2^(31 + s)), rounding half away from zero:
-with S = 31 + s and t = x * M, q = t if S = 0, else q = sign(t) * ((|t| + 2^(S-1)) div 2^S). M and s
+clamp_lo), clamp_hi)` with q = round(x * M / 2^(31 + s)), rounding half to even:
+with S = 31 + s and t = x * M, q = t if S = 0, else q = floor(t / 2^S), plus 1 when the remainder
+exceeds 2^(S-1), or equals it and floor(t / 2^S) is odd. M and s
 are CONFIG_REQUANT's multiplier and shift, or with per_channel 1 the table entry of column c: M is the
 little-endian int32 at spad[table + 8c .. table + 8c + 3] and s the int8 at spad[table + 8c + 4]
 (bytes 5..7 unused); an entry with M < 0 or s outside -31..31 is a fault.""", "vector-unary"),
@@ -292,8 +293,7 @@ OH = (H + pad_top + pad_bottom - kh) div stride_h + 1 and OW = (W + pad_left + p
 (oy, ox) holds cells (oy*stride_h + i - pad_top, ox*stride_w + j - pad_left) for i < kh, j < kw; cells
 outside the image are padding. op = max: the maximum over the window's image cells. op = avg: with
 count_pad 1, t = sum of the window with padding cells worth pad_value and n = kh*kw; with count_pad 0,
-t = sum of the image cells and n = their number; the result is sign(t) * ((|t| + n div 2) div n)
-(rounding half away from zero).""", "vector-unary"),
+t = sum of the image cells and n = their number; the result is t / n rounded half to even.""", "vector-unary"),
     InstrSpec("REDUCE", 0x2C, Engine.VECTOR, (
         F("op", 22, REDUCE_OP, "sum or max"),
         F("accumulate", 23, FLAG, "1: combine with the destination's previous value"),

@@ -8,6 +8,7 @@ checked against onnxruntime's ConvInteger on the same int8 data.
 """
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Callable
 
 import numpy as np
@@ -126,8 +127,7 @@ def case_immediate(mnemonic: str) -> Callable:
 
 
 def requant_reference(x: int, m: int, s: int, zp: int, lo: int, hi: int) -> int:
-    big_s, t = 31 + s, x * m
-    q = t if big_s == 0 else (1 if t >= 0 else -1) * ((abs(t) + 2 ** (big_s - 1)) // 2 ** big_s)
+    q = round(Fraction(x * m, 2 ** (31 + s)))  # Fraction rounds half to even
     return min(max(q + zp, lo), hi)
 
 
@@ -195,7 +195,7 @@ def pool_reference(image, op, kh, kw, sh, sw, pt, pb, pl, pr, count_pad, pad_val
                     continue
                 t, n = (sum(inside) + pad_value * (len(cells) - len(inside)), len(cells)) if count_pad \
                     else (sum(inside), len(inside))
-                out[oy, ox, ch] = (1 if t >= 0 else -1) * ((abs(t) + n // 2) // n)
+                out[oy, ox, ch] = round(Fraction(t, n))
     return out
 
 
