@@ -22,6 +22,7 @@ from .errors import GlowError, ModelFileError
 from .frontend.onnx.importer import import_model
 from .frontend.onnx.loader import load_onnx_file
 from .graph.function import Function, Module
+from .quantization.convert import QuantizationConfig
 
 
 class Network:
@@ -105,10 +106,13 @@ def load(model: str | os.PathLike | onnx.ModelProto, *,
     return Network(module, source)
 
 
-def compile(network: Network, target: str = "interpreter", **options: Any) -> CompiledNetwork:  # noqa: A001
-    """Compile a network for `target` (a backend name, see `glowsdk backends`)."""
+def compile(network: Network, target: str = "interpreter", *,  # noqa: A001
+            quantization: QuantizationConfig | None = None, **options: Any) -> CompiledNetwork:
+    """Compile a network for `target` (a backend name, see `glowsdk backends`), quantized when given a
+    `glowsdk.quantization.QuantizationConfig`."""
     backend = get_backend(target)
-    compiled = compile_function(network.function, backend, CompileOptions(extra=dict(options)))
+    compiled = compile_function(network.function, backend, CompileOptions(extra=dict(options)),
+                                quantization=quantization)
     return CompiledNetwork(network, target, compiled)
 
 

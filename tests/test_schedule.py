@@ -199,5 +199,5 @@ def test_compile_function_schedules_after_the_backend_transform():
     seen: dict[str, int] = {}
     compile_function(fn, get_backend("interpreter"),
                      on_stage=lambda stage, f: seen.setdefault(stage, peak_live_bytes(f, f.nodes)))
-    assert tuple(seen) == STAGES
+    assert tuple(seen) == tuple(s for s in STAGES if s != "quantized")  # no profile, no quantization
     assert seen["scheduled"] < seen["transformed"]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..compiler.ir.program import Program
     from ..compiler.passes.manager import PassManager
     from ..compiler.schedule import ScheduleReport
+    from ..quantization.convert import QuantizationReport
 from ..graph.types import ElemKind, Type
 
 
@@ -66,6 +67,7 @@ class CompiledFunction(ABC):
         self.inputs = [TensorInfo(p.name, p.type) for p in function.input_placeholders()]
         self.outputs = [TensorInfo(p.name, p.type) for p in function.output_placeholders()]
         self.schedule_report: ScheduleReport | None = None  # set by the compile pipeline
+        self.quantization_report: QuantizationReport | None = None  # set by the pipeline when it quantizes
         self.program: Program | None = None  # set by backends that compile through the low-level IR
 
     @abstractmethod

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, safe_file_name, write_arrays, write_text
-from . import npu, options
+from . import npu, options, quantize
 from .progress import Progress
 
 EXIT_BAD_INPUT = 2
@@ -70,6 +70,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     ir_after = _pass_names("--dump-ir-after", args.dump_ir_after, IR_PASSES)
     if args.dump_dir:
         check_writable_folder(args.dump_dir, "--dump-dir")
+    quantization = options.quantization_config(args)
     network = options.load_network(args)
     backend = get_backend(args.target)
     counts: dict[str, dict[str, int]] = {}
@@ -88,14 +89,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
     def on_stage(stage: str, function) -> None:
         counts[stage] = function.count_kinds()
-        if args.dump_graph and stage in ("imported", "optimized", "lowered"):
+        if args.dump_graph and stage in ("imported", "optimized", "lowered", "quantized"):
             dump(stage, function)
 
     manager = PassManager(dump_after=after, dump=dump)
     ir_manager = PassManager(registry=IR_PASSES, dump_after=ir_after,
                              dump=lambda label, ir: emit(f"ir {label}", format_ir(ir)))
-    compiled = compile_function(network.function, backend, CompileOptions(ir_passes=ir_manager),
-                                passes=manager, on_stage=on_stage)
+    extra = {}
+    if args.dump_llvm:  # backend-specific: the cpu target writes its LLVM module there
+        check_writable_file(args.dump_llvm, "--dump-llvm")
+        extra["dump_llvm"] = args.dump_llvm
+    compiled = compile_function(network.function, backend, CompileOptions(extra=extra, ir_passes=ir_manager),
+                                passes=manager, on_stage=on_stage, quantization=quantization)
     program = compiled.program
     if program is None and (args.dump_ir or ir_after):
         raise GlowError(f"--dump-ir{'' if args.dump_ir else '-after'}: target {args.target} does not "
@@ -103,6 +108,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.dump_ir:
         emit("ir", format_ir(program.ir))
     print(f"compiled {network.source} for target {args.target}")
+    if compiled.quantization_report is not None:
+        print(compiled.quantization_report.summary())
     print(_counts_table(counts))
     report = compiled.schedule_report
     if report is not None:
@@ -129,7 +136,7 @@ def _pass_names(flag: str, text: str | None, registry: dict) -> set[str]:
 def _counts_table(counts: dict[str, dict[str, int]]) -> str:
     from ..conformance.report import format_table
 
-    stages = [s for s in ("imported", "optimized", "lowered") if s in counts]
+    stages = [s for s in ("imported", "optimized", "lowered", "quantized") if s in counts]
     kinds = sorted({k for s in stages for k in counts[s]})
     rows = [[k] + [counts[s].get(k, 0) or "" for s in stages] for k in kinds]
     rows.append(["TOTAL"] + [sum(counts[s].values()) for s in stages])
@@ -151,11 +158,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     generated = network.random_inputs(args.seed)
     for name, value in generated.items():
         feeds.setdefault(name, value)
-    compiled = api.compile(network, args.target)
+    quantization = options.quantization_config(args)
+    compiled = api.compile(network, args.target, quantization=quantization)
     outputs = compiled.run(feeds)
     if args.output:
         write_arrays(args.output, outputs, "--output")
     print(f"model {network.source} on target {args.target}")
+    if compiled.compiled.quantization_report is not None:
+        print(f"  {compiled.compiled.quantization_report.summary()}")
     given = {s.rpartition("=")[0] for s in args.input}
     for info in network.inputs:
         origin = "given" if info.name in given else f"random, seed {args.seed}"
@@ -282,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a model on a target and summarise its outputs")
     options.add_model_args(run)
+    options.add_quantization_args(run)
     run.add_argument("--target", default="interpreter")
     run.add_argument("--input", action="append", default=[], metavar="NAME=file.npy")
     run.add_argument("--seed", type=options.seed_number, default=0, help="seed for inputs not given (default 0)")
@@ -290,14 +301,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     comp = sub.add_parser("compile", help="optimise, lower and compile a model for a target")
     options.add_model_args(comp, optional=True)
+    options.add_quantization_args(comp)
     comp.add_argument("--target", default="interpreter")
     comp.add_argument("--dump-graph", choices=["text", "dot"],
-                      help="show the graph after import, optimisation and lowering")
+                      help="show the graph after import, optimisation, lowering (and quantization)")
     comp.add_argument("--dump-dir", metavar="DIR", help="write dumps into DIR instead of stdout")
     comp.add_argument("--dump-after", metavar="PASS[,PASS]", help="dump the graph after these passes")
     comp.add_argument("--dump-ir", action="store_true",
                       help="show the low-level IR after the IR optimiser (ir.txt with --dump-dir)")
     comp.add_argument("--dump-ir-after", metavar="PASS[,PASS]", help="dump the IR after these IR passes")
+    comp.add_argument("--dump-llvm", metavar="FILE", help="cpu target: write the generated LLVM module to FILE")
     comp.add_argument("--print-pipeline", action="store_true", help="print the pass pipelines and exit")
     comp.set_defaults(func=cmd_compile)
 
@@ -327,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("-o", metavar="FILE", required=True, help="write the profile JSON to FILE")
     prof.set_defaults(func=cmd_profile)
 
+    quantize.register(sub)
     npu.register(sub)
     return parser
 

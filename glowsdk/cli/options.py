@@ -48,6 +48,34 @@ def add_model_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
                    help="replace float weights with seeded random ones (the bundled models' are constant)")
 
 
+def add_quantization_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """The options that quantize a model from a profile (`glowsdk profile` writes one)."""
+    from ..quantization import CALIBRATIONS, SCHEMAS
+
+    p.add_argument("--load-profile", metavar="FILE", required=required,
+                   help="quantize to int8 with this profile (from `glowsdk profile`)")
+    p.add_argument("--schema", choices=SCHEMAS, help="how a range maps to int8 (default asymmetric)")
+    p.add_argument("--calibration", choices=CALIBRATIONS,
+                   help="how the profile's histograms give each range (default minmax)")
+    p.add_argument("--keep-float", metavar="OP[,OP]",
+                   help="node kinds (Conv, MatMul, Add, ...) or node names to keep in float")
+
+
+def quantization_config(args: argparse.Namespace):
+    """The QuantizationConfig the options ask for, or None; GlowError for options given without a profile."""
+    from ..quantization import QuantizationConfig, load_profile
+
+    if args.load_profile is None:
+        given = [flag for flag, value in (("--schema", args.schema), ("--calibration", args.calibration),
+                                          ("--keep-float", args.keep_float)) if value is not None]
+        if given:
+            raise GlowError(f"{given[0]} needs --load-profile FILE (quantization starts from a profile)")
+        return None
+    keep = frozenset(k.strip() for k in (args.keep_float or "").split(",") if k.strip())
+    return QuantizationConfig(load_profile(args.load_profile), schema=args.schema or "asymmetric",
+                              calibration=args.calibration or "minmax", keep_float=keep)
+
+
 def load_network(args: argparse.Namespace):
     from .. import api
 

@@ -1,8 +1,8 @@
 """The compilation pipeline from an imported graph to a backend's compiled function (paper 3.6).
 
 verify -> graph optimisation -> lowering (driven by the backend) -> post-lowering
-optimisation -> the backend's target-specific transform -> the memory-minimising
-schedule -> compile. The input function is cloned first, so one imported network
+optimisation -> quantization (when a profile is given) and its pipeline -> the
+backend's target-specific transform -> the memory-minimising schedule -> compile. The input function is cloned first, so one imported network
 can be compiled many times.
 `on_stage(stage, function)` lets callers dump or count nodes between stages.
 `instrument(function)` edits the lowered, optimised function in place right after
@@ -12,24 +12,31 @@ are keyed by the names of the lowered graph's values.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..backends.base import Backend, CompiledFunction, CompileOptions
 from ..errors import GraphError
 from ..graph.function import Function
 from .lowering import lower_function
-from .passes import GRAPH_OPTIMIZATION, POST_LOWERING, PassManager
+from .passes import GRAPH_OPTIMIZATION, POST_LOWERING, QUANTIZATION, PassManager
 from .schedule import schedule
+
+if TYPE_CHECKING:
+    from ..quantization.convert import QuantizationConfig
 
 StageHook = Callable[[str, Function], None]
 Instrument = Callable[[Function], None]
-STAGES = ("imported", "optimized", "lowered", "transformed", "scheduled")
+STAGES = ("imported", "optimized", "lowered", "quantized", "transformed", "scheduled")
 
 
 def compile_function(function: Function, backend: Backend, options: CompileOptions | None = None, *,
                      passes: PassManager | None = None, on_stage: StageHook | None = None,
-                     verify_each: bool = False, instrument: Instrument | None = None) -> CompiledFunction:
-    """Optimise, lower and compile a copy of `function` for `backend`."""
+                     verify_each: bool = False, instrument: Instrument | None = None,
+                     quantization: QuantizationConfig | None = None) -> CompiledFunction:
+    """Optimise, lower (and quantize, given a profile) and compile a copy of `function` for `backend`.
+
+    The compiled function's `quantization_report` says what was quantized (None without a profile).
+    """
     function.verify()
     function = function.module.clone().functions[function.name]
     hook = on_stage or (lambda stage, fn: None)
@@ -46,6 +53,13 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
             function.verify()
         except GraphError as err:
             raise GraphError(f"after instrumenting the lowered graph: {err}") from None
+    quantization_report = None
+    if quantization is not None:
+        from ..quantization.convert import quantize_function
+
+        quantization_report = quantize_function(function, quantization, backend)
+        manager.run(QUANTIZATION, function)
+        hook("quantized", function)
     if backend.transform_post_lowering(function):
         try:
             function.verify()
@@ -56,4 +70,5 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
     hook("scheduled", function)
     compiled = backend.compile(function, options or CompileOptions())
     compiled.schedule_report = report
+    compiled.quantization_report = quantization_report
     return compiled

@@ -1,17 +1,23 @@
-"""Profile-guided quantization (paper 4.2), step 1: profiling.
+"""Profile-guided quantization (paper 4), shared by every backend.
 
-Instrument the lowered, optimised graph so every float value is saved
-(`instrument_for_profiling`), run calibration inputs through it on a backend
-(`collect_profile`), and keep each value's range and histogram in a versioned
-JSON profile (`Profile`, `save_profile`, `load_profile`). Profiles are keyed by
-the names of the lowered graph's values, which quantization will look up.
+1. Profiling: instrument the lowered, optimised graph so every float value is
+   saved (`instrument_for_profiling`), run calibration inputs through it on a
+   backend (`collect_profile`), and keep each value's range and histogram in a
+   versioned JSON profile (`Profile`, `save_profile`, `load_profile`), keyed by
+   the names of the lowered graph's values.
+2. Quantization: `compile_function(..., quantization=QuantizationConfig(profile, ...))`
+   converts the lowered graph into int8 islands (`convert.py`, parameters from
+   `params.py`), which the compiler's QUANTIZATION pipeline then optimises.
 """
 from .calibration import CalibrationSet, calibration_from_dir, calibration_random
 from .collect import collect_profile
+from .convert import QuantizationConfig, QuantizationReport, quantize_function
 from .histogram import DEFAULT_BINS, Histogram
 from .instrument import PREFIX, instrument_for_profiling, profiled_values
+from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params
 from .profile import FORMAT, VERSION, Profile, ValueProfile, format_profile, load_profile, save_profile
 
-__all__ = ["DEFAULT_BINS", "FORMAT", "PREFIX", "VERSION", "CalibrationSet", "Histogram", "Profile", "ValueProfile",
-           "calibration_from_dir", "calibration_random", "collect_profile", "format_profile",
-           "instrument_for_profiling", "load_profile", "profiled_values", "save_profile"]
+__all__ = ["CALIBRATIONS", "DEFAULT_BINS", "FORMAT", "PREFIX", "SCHEMAS", "VERSION", "CalibrationSet", "Histogram",
+           "Profile", "QuantizationConfig", "QuantizationReport", "ValueProfile", "calibrated_range",
+           "calibration_from_dir", "calibration_random", "choose_params", "collect_profile", "format_profile",
+           "instrument_for_profiling", "load_profile", "profiled_values", "quantize_function", "save_profile"]

@@ -50,13 +50,13 @@ def _unbroadcast_matmul(node: Node) -> bool:
 
 
 _TABLE = [
-    Primitive(linalg.MatMul, NUMERIC, "matrix", _unbroadcast_matmul,
+    Primitive(linalg.MatMul, NUMERIC | QUANTIZED, "matrix", _unbroadcast_matmul,
               "both operands of one rank >= 2 with equal batch dims (no broadcasting, no 1-D)"),
-    Primitive(nn.Conv, FLOATS, "matrix"),
+    Primitive(nn.Conv, FLOATS | QUANTIZED, "matrix"),
     Primitive(quant.IntegerMatMul, BYTES, "matrix"),
     Primitive(quant.IntegerConv, BYTES, "matrix"),
-    *(Primitive(k, NUMERIC, "binary") for k in
-      (ew.Add, ew.Sub, ew.Mul, ew.Div, ew.Max, ew.Min, ew.Pow, ew.Mod)),
+    *(Primitive(k, NUMERIC | QUANTIZED, "binary") for k in (ew.Add, ew.Sub, ew.Mul, ew.Max, ew.Min)),
+    *(Primitive(k, NUMERIC, "binary") for k in (ew.Div, ew.Pow, ew.Mod)),
     *(Primitive(k, NUMERIC | BOOL, "compare") for k in (ew.Equal, ew.Less)),
     *(Primitive(k, BOOL, "logic") for k in (ew.And, ew.Or, ew.Not)),
     Primitive(ew.Where, ANY, "select"),

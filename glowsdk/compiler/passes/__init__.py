@@ -1,9 +1,9 @@
 """Graph optimisation passes and the pass manager; importing this package registers the passes."""
 from . import (  # noqa: F401  (registers the passes)
-    canonicalize, cse, dce, fold_batchnorm, fold_constants, fold_pad, merge_reshape, simplify_arithmetic,
-    sink_transpose)
+    canonicalize, cse, dce, fold_batchnorm, fold_constants, fold_pad, merge_reshape, quantized,
+    simplify_arithmetic, sink_transpose)
 from .manager import PASSES, Entry, Pass, PassManager, Pipeline, register_pass, run_passes
-from .pipelines import GRAPH_OPTIMIZATION, PIPELINES, POST_LOWERING
+from .pipelines import GRAPH_OPTIMIZATION, PIPELINES, POST_LOWERING, QUANTIZATION
 
-__all__ = ["Entry", "GRAPH_OPTIMIZATION", "PASSES", "PIPELINES", "POST_LOWERING", "Pass", "PassManager",
+__all__ = ["Entry", "GRAPH_OPTIMIZATION", "PASSES", "PIPELINES", "POST_LOWERING", "QUANTIZATION", "Pass", "PassManager",
            "Pipeline", "register_pass", "run_passes"]

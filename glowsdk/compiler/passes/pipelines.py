@@ -41,4 +41,14 @@ POST_LOWERING = Pipeline("post-lowering", [
     Entry("dce", why="drop what lowering and the rewrites left unused"),
 ])
 
-PIPELINES = {p.name: p for p in (GRAPH_OPTIMIZATION, POST_LOWERING)}
+QUANTIZATION = Pipeline("quantization", [
+    Entry("fold-constants", why="Quantize of weights and biases becomes int8 and int32 Constants"),
+    Entry("merge-conversions", "fixpoint", why="each node was quantized on its own: Dequantize->Quantize pairs meet"),
+    Entry("move-conversions", "fixpoint", why="conversions cross layout ops and max pools to meet their pairs"),
+    Entry("merge-conversions", "fixpoint", why="the pairs the moves brought together"),
+    Entry("fold-rescale", "fixpoint", why="no-op and chained requantizations fold"),
+    Entry("cse", why="operands quantized twice to one type are one node"),
+    Entry("dce", why="drop the float nodes the islands replaced"),
+])
+
+PIPELINES = {p.name: p for p in (GRAPH_OPTIMIZATION, POST_LOWERING, QUANTIZATION)}

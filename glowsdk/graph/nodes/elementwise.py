@@ -10,7 +10,8 @@ from typing import Callable, Sequence
 from ..node import Node
 from ..spec import Attr, bool_attr, define_node, elem_attr, float_attr, str_attr
 from ..types import ElemKind, Type, broadcast_shapes
-from .rules import broadcast_to, is_bool, is_float, is_numeric, require_elem, same_as
+from .rules import (accumulator_type, broadcast_to, is_bool, is_float, is_numeric, is_numeric_or_quantized,
+                    require_elem, same_as)
 
 FAMILY = "elementwise"
 
@@ -30,10 +31,18 @@ def unary(name: str, allowed: Callable[[ElemKind], bool], doc: str,
 
 
 def binary(name: str, allowed: Callable[[ElemKind], bool], doc: str,
-           attrs: Sequence[Attr] = ()) -> type[Node]:
-    """z = f(x, y) with broadcasting; x and y share an element kind."""
-    return define_node(name, "lhs rhs", attrs=attrs, infer=broadcast_to(), verify=_checked(allowed),
+           attrs: Sequence[Attr] = (), infer: Callable[[Node], Type] | None = None) -> type[Node]:
+    """z = f(x, y) with broadcasting; x and y share an element kind (and quantized, one scale and offset)."""
+    return define_node(name, "lhs rhs", attrs=attrs, infer=infer or broadcast_to(), verify=_checked(allowed),
                        family=FAMILY, doc=doc)
+
+
+def _product_type(node: Node) -> Type:
+    """x * y: the broadcast type, or for 8-bit quantized operands their exact int32 accumulator."""
+    lhs, rhs = node.lhs.type, node.rhs.type
+    if lhs.elem.is_quantized or rhs.elem.is_quantized:
+        return accumulator_type(node, lhs, rhs, broadcast_shapes(lhs.shape, rhs.shape))
+    return broadcast_to()(node)
 
 
 def compare(name: str, allowed: Callable[[ElemKind], bool], doc: str) -> type[Node]:
@@ -60,12 +69,20 @@ def _signed(kind: ElemKind) -> bool:
 
 
 # -- arithmetic ---------------------------------------------------------------------------
-Add = binary("Add", is_numeric, "x + y.")
-Sub = binary("Sub", is_numeric, "x - y.")
-Mul = binary("Mul", is_numeric, "x * y.")
+_SAME_TYPE_QUANTIZED = ("Quantized operands share one type [scale, offset] with the result and work "
+                        "on the raw integers q: ")
+Add = binary("Add", is_numeric_or_quantized, "x + y. " + _SAME_TYPE_QUANTIZED +
+             "q = saturate(q_x + q_y - offset), exact (plain integers wrap).")
+Sub = binary("Sub", is_numeric_or_quantized, "x - y. " + _SAME_TYPE_QUANTIZED +
+             "q = saturate(q_x - q_y + offset), exact (plain integers wrap).")
+Mul = binary("Mul", is_numeric_or_quantized, "x * y. 8-bit quantized operands give their exact int32 "
+             "accumulator (q_x - offset_x) * (q_y - offset_y) of scale s_x * s_y, offset 0.",
+             infer=_product_type)
 Div = binary("Div", is_numeric, "x / y; integer division truncates toward zero (ONNX).")
-Max = binary("Max", is_numeric, "Element-wise maximum; NaN propagates.")
-Min = binary("Min", is_numeric, "Element-wise minimum; NaN propagates.")
+Max = binary("Max", is_numeric_or_quantized, "Element-wise maximum; NaN propagates. " + _SAME_TYPE_QUANTIZED +
+             "the larger q.")
+Min = binary("Min", is_numeric_or_quantized, "Element-wise minimum; NaN propagates. " + _SAME_TYPE_QUANTIZED +
+             "the smaller q.")
 Mod = binary("Mod", is_numeric,
              "Remainder. fmod=False: sign of the divisor (Python %); fmod=True: sign of the dividend (C fmod).",
              attrs=[bool_attr("fmod", False)])

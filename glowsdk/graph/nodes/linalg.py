@@ -6,7 +6,7 @@ from typing import Sequence
 from ..node import Node
 from ..spec import bool_attr, define_node, float_attr, str_attr
 from ..types import Type, broadcast_shapes
-from .rules import is_numeric, require_elem, require_same_elem
+from .rules import accumulator_type, is_numeric, is_numeric_or_quantized, require_elem, require_same_elem
 
 FAMILY = "linalg"
 
@@ -57,6 +57,9 @@ def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
 
 
 def _matmul_type(node: Node) -> Type:
+    lhs, rhs = node.lhs.type, node.rhs.type
+    if lhs.elem.is_quantized or rhs.elem.is_quantized:
+        return accumulator_type(node, lhs, rhs, matmul_shape(lhs.shape, rhs.shape))
     if not node.lhs.type.same_elem(node.rhs.type):
         raise node.fail(f"operands must share one element kind, got {node.lhs.type} and {node.rhs.type}")
     return node.lhs.type.with_shape(matmul_shape(node.lhs.type.shape, node.rhs.type.shape))
@@ -64,9 +67,11 @@ def _matmul_type(node: Node) -> Type:
 
 MatMul = define_node(
     "MatMul", "lhs rhs", infer=_matmul_type,
-    verify=lambda node: require_elem(node, node.lhs.type, is_numeric, "operands"), family=FAMILY,
+    verify=lambda node: require_elem(node, node.lhs.type, is_numeric_or_quantized, "operands"), family=FAMILY,
     doc="""numpy.matmul: the last two dims multiply as matrices, leading dims broadcast; a 1-D lhs
-    gains (and loses) a leading 1, a 1-D rhs a trailing 1.""")
+    gains (and loses) a leading 1, a 1-D rhs a trailing 1. 8-bit quantized operands (int8q/uint8q,
+    any scales and offsets) give their exact int32 accumulator: sum (q_l - offset_l) * (q_r - offset_r)
+    of scale s_l * s_r and offset 0, wrapping modulo 2^32 as the NPU's array does.""")
 
 
 def _einsum_term(term: str, shape: Sequence[int]) -> tuple[dict[str, int], tuple[int, ...]]:

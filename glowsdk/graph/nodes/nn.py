@@ -13,7 +13,8 @@ from typing import Sequence
 from ..node import Node
 from ..spec import bool_attr, define_node, elem_attr, float_attr, int_attr, ints_attr
 from ..types import ElemKind, Type, broadcast_shapes
-from .rules import is_float, is_numeric, require_elem, require_same_elem, same_as
+from .rules import (accumulator_type, is_float, is_numeric_or_quantized, is_quantized_byte, require_elem,
+                    require_same_elem, same_as)
 
 FAMILY = "nn"
 
@@ -114,13 +115,21 @@ def _conv_type(node: Node) -> Type:
         raise node.fail(f"filter {filt} must have {c // node.group} channels (input channels / group)")
     if tuple(node.kernel) != filt.shape[2:]:
         raise node.fail(f"kernel {list(node.kernel)} does not match the filter {filt}")
-    return image.with_shape((n, filt.shape[0]) + windowed_shape(node, spatial))
+    shape = (n, filt.shape[0]) + windowed_shape(node, spatial)
+    if image.elem.is_quantized or filt.elem.is_quantized:
+        return accumulator_type(node, image, filt, shape)
+    return image.with_shape(shape)
 
 
 def _verify_conv(node: Node) -> None:
+    _require_shape(node, "bias", (node.type.shape[1],))
+    if node.type.elem.is_quantized:
+        if node.bias is not None and not node.bias.type.same_elem(node.type):
+            raise node.fail(f"the bias of a quantized Conv must be the accumulator's type "
+                            f"{node.type.with_shape(node.bias.type.shape)}, got {node.bias.type}")
+        return
     _require_float(node, "input")
     require_same_elem(node, "input", "filter", "bias")
-    _require_shape(node, "bias", (node.type.shape[1],))
 
 
 Conv = define_node(
@@ -128,7 +137,10 @@ Conv = define_node(
     infer=_conv_type, verify=_verify_conv, family=FAMILY,
     doc="""Grouped N-d cross-correlation (ONNX Conv): input N x C x D.., filter M x C/group x K..,
     optional bias M; result N x M x O.. with O = floor((D + begin + end - ((K-1)*dilation+1)) / stride) + 1.
-    Input channels [g*C/group, (g+1)*C/group) feed filters [g*M/group, (g+1)*M/group); padding is zeros.""")
+    Input channels [g*C/group, (g+1)*C/group) feed filters [g*M/group, (g+1)*M/group); padding is zeros.
+    8-bit quantized input and filter give the exact int32 accumulator sum (q_x - offset_x)(q_w - offset_w)
+    + bias, of scale s_x * s_w and offset 0 (the bias must have that type); padding is the real value 0
+    (q_x = offset_x); sums wrap modulo 2^32 as the NPU's array does.""")
 
 
 def _conv_transpose_type(node: Node) -> Type:
@@ -178,7 +190,7 @@ def _max_pool_types(node: Node) -> list[Type]:
 
 
 def _verify_max_pool(node: Node) -> None:
-    require_elem(node, node.input.type, is_numeric, "input")
+    require_elem(node, node.input.type, is_numeric_or_quantized, "input")
 
 
 MaxPool = define_node(
@@ -198,13 +210,24 @@ MaxPoolWithIndices = define_node(
     window order wins ties. The importer uses it only when a model reads the indices, so a backend
     that has no index output in hardware still runs every other MaxPool.""")
 
+def _float_or_quantized_byte(kind: ElemKind) -> bool:
+    """a float or 8-bit quantized kind"""
+    return kind.is_float or is_quantized_byte(kind)
+
+
+def _verify_average_pool(node: Node) -> None:
+    require_elem(node, node.input.type, _float_or_quantized_byte, "input")
+
+
 AveragePool = define_node(
     "AveragePool", "input",
     attrs=[*_window(), bool_attr("ceil_mode", False), bool_attr("count_include_pad", False)],
-    infer=_pool_type, verify=lambda node: _require_float(node, "input"), family=FAMILY,
+    infer=_pool_type, verify=_verify_average_pool, family=FAMILY,
     doc="""Mean over each window (ONNX AveragePool), output dims as for MaxPool. The divisor counts
     the window taps inside the input, plus those inside the explicit pads when count_include_pad;
-    taps in the extension that ceil_mode adds are never counted.""")
+    taps in the extension that ceil_mode adds are never counted. An 8-bit quantized input keeps its
+    type: the sum of the raw q (padding worth the offset) divided by the count, rounded half to even
+    (the NPU's POOL avg).""")
 
 
 def _global_pool_type(node: Node) -> Type:

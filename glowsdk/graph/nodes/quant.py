@@ -3,12 +3,17 @@ types, requantizing, and integer compute on 8-bit operands.
 
 A quantized type carries one scale and one offset: value = (q - offset) * scale.
 Rounding is always half to even and every conversion into an integer kind
-saturates to that kind's range. Quantized values travel as their raw integers;
+saturates to that kind's range. Integer requantization uses a fixed-point
+multiplier and shift (`fixed_point_multiplier`), the rule an integer-only device
+implements (the NPU's REQUANT, isa/numerics.py). Quantized values travel as their raw integers;
 `Reinterpret` attaches or strips the scale and offset without touching them.
 """
 from __future__ import annotations
 
 import ml_dtypes
+import numpy as np
+
+from isa import numerics
 
 from ..node import Node, NodeValue
 from ..spec import define_node, elem_attr, int_attr, ints_attr, type_attr
@@ -38,6 +43,18 @@ def integer_range(kind: ElemKind) -> tuple[int, int]:
     """The saturation bounds of an integer, narrow integer or quantized kind."""
     info = ml_dtypes.iinfo(kind.dtype)
     return int(info.min), int(info.max)
+
+
+def fixed_point_multiplier(source_scale: float, result_scale: float) -> tuple[int, int]:
+    """(M, s) with M * 2^-(31 + s) equal to float32(source_scale) / float32(result_scale), computed in float32.
+
+    The float32 ratio has a 24-bit mantissa and M keeps 31 bits, so the
+    representation is exact (ratios between about 2^-31 and 2^31) and
+    round_half_even(q * M / 2^(31 + s)) is exactly ONNX's float requantization
+    round_half_even(q * ratio) for every int32 q below 2^29 in magnitude.
+    """
+    ratio = np.float32(source_scale) / np.float32(result_scale)
+    return numerics.quantize_multiplier(float(ratio))
 
 
 def _result_type(node: Node) -> Type:
@@ -92,10 +109,12 @@ Dequantize = define_node(
 
 Rescale = define_node(
     "Rescale", "input", attrs=[type_attr("result_type")], infer=_rescale_type, family=FAMILY,
-    doc="Requantize to another scale and offset: q' = saturate(round_half_even((q - offset) * m) "
-        "+ offset'), where the multiplier m = float32(scale) / float32(scale') is computed in float32 "
-        "and the product in float64. This is how an int32 accumulator of scale s_a * s_b becomes the "
-        "8-bit output of a QLinear op, bit-exact with onnx.reference.")
+    doc="Requantize to another scale and offset in integers only: with the fixed-point multiplier "
+        "(M, s) of m = float32(scale) / float32(scale') (M < 2^31, M * 2^-(31+s) = m exactly), "
+        "q' = saturate(round_half_even((q - offset) * M / 2^(31+s)) + offset'), computed in int64. "
+        "This is how an int32 accumulator of scale s_a * s_b becomes an 8-bit output (the NPU's "
+        "REQUANT), bit-exact with onnx.reference's float QLinear requantization for accumulators "
+        "below 2^29.")
 
 Reinterpret = define_node(
     "Reinterpret", "input", attrs=[type_attr("result_type")], infer=_reinterpret_type, family=FAMILY,

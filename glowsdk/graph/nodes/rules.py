@@ -51,6 +51,27 @@ def is_numeric(kind: ElemKind) -> bool:
     return kind.is_float or kind.is_integer
 
 
+def is_numeric_or_quantized(kind: ElemKind) -> bool:
+    """a numeric or quantized kind"""
+    return kind.is_float or kind.is_integer or kind.is_quantized
+
+
+def is_quantized_byte(kind: ElemKind) -> bool:
+    """int8q or uint8q"""
+    return kind in (ElemKind.QINT8, ElemKind.QUINT8)
+
+
+def accumulator_type(node: Node, lhs: Type, rhs: Type, shape: tuple[int, ...]) -> Type:
+    """The exact int32 accumulator of products of two 8-bit quantized operands (paper 4.1).
+
+    Products of (q - offset) terms carry the scale s_lhs * s_rhs and offset 0, so
+    sums of them (and an int32 bias of that scale) add without rescaling.
+    """
+    for value, what in ((lhs, "lhs"), (rhs, "rhs")):
+        require_elem(node, value, is_quantized_byte, f"quantized {what}")
+    return Type(ElemKind.QINT32, shape, lhs.scale * rhs.scale, 0)
+
+
 def is_bool(kind: ElemKind) -> bool:
     """bool"""
     return kind is ElemKind.BOOL

@@ -6,6 +6,7 @@ import numpy as np
 from ...graph.nodes import elementwise as ew
 from ..registry import kernel
 from . import convert
+from .quant import offset_shifted, same_type_add, wrap_int32
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -39,13 +40,29 @@ for _kind, _fn in _UNARY.items():
     kernel(_kind)(lambda node, x, _fn=_fn: _fn(x))
 
 _BINARY = {
-    ew.Add: np.add, ew.Sub: np.subtract, ew.Mul: np.multiply, ew.Max: np.maximum,
-    ew.Min: np.minimum, ew.And: np.logical_and, ew.Or: np.logical_or, ew.Xor: np.logical_xor,
+    ew.Max: np.maximum, ew.Min: np.minimum, ew.And: np.logical_and, ew.Or: np.logical_or, ew.Xor: np.logical_xor,
     ew.Equal: np.equal, ew.Less: np.less, ew.LessOrEqual: np.less_equal, ew.Greater: np.greater,
     ew.GreaterOrEqual: np.greater_equal,
 }
 for _kind, _fn in _BINARY.items():
-    kernel(_kind)(lambda node, x, y, _fn=_fn: _fn(x, y))
+    kernel(_kind)(lambda node, x, y, _fn=_fn: _fn(x, y))  # quantized Max/Min: the raw q of one type order alike
+
+
+@kernel(ew.Add)
+def _add(node, x, y):
+    return same_type_add(x, y, node.type, 1) if node.type.elem.is_quantized else np.add(x, y)
+
+
+@kernel(ew.Sub)
+def _sub(node, x, y):
+    return same_type_add(x, y, node.type, -1) if node.type.elem.is_quantized else np.subtract(x, y)
+
+
+@kernel(ew.Mul)
+def _mul(node, x, y):
+    if node.type.elem.is_quantized:
+        return wrap_int32(offset_shifted(x, node.lhs.type) * offset_shifted(y, node.rhs.type))
+    return np.multiply(x, y)
 
 
 @kernel(ew.Div)

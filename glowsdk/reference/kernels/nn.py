@@ -12,9 +12,12 @@ from typing import Sequence
 
 import numpy as np
 
+from isa import numerics
+
 from ...graph.nodes import linalg, nn
 from ...graph.types import ElemKind
 from ..registry import kernel
+from .quant import offset_shifted, wrap_int32
 from .windows import conv, pad_spatial, taps
 
 
@@ -46,6 +49,12 @@ def _spatial_pads(node) -> tuple[list[int], list[int]]:
 
 @kernel(nn.Conv)
 def _conv(node, x, w, b):
+    if node.type.elem.is_quantized:
+        y = conv(offset_shifted(x, node.input.type), offset_shifted(w, node.filter.type), strides=node.strides,
+                 pads=node.pads, dilations=node.dilations, group=node.group, acc_dtype=np.float64)
+        if b is not None:
+            y += _per_channel(b.astype(np.float64), y.ndim)
+        return wrap_int32(y)
     acc = compute_dtype(x, w)
     y = conv(_as(x, acc), _as(w, acc), strides=node.strides, pads=node.pads,
              dilations=node.dilations, group=node.group, acc_dtype=acc)
@@ -171,6 +180,8 @@ def _tap_counts(node, spatial: Sequence[int], out_spatial: Sequence[int]) -> np.
 
 @kernel(nn.AveragePool)
 def _average_pool(node, x):
+    if node.type.elem.is_quantized:
+        return _quantized_average_pool(node, x)
     acc = compute_dtype(x)
     xp = _pool_padded(node, _as(x, acc), 0.0)
     out_spatial = node.type.shape[2:]
@@ -179,6 +190,23 @@ def _average_pool(node, x):
         values = xp[(slice(None), slice(None)) + where]
         total = values.copy() if total is None else np.add(total, values, out=total)
     return total / _tap_counts(node, x.shape[2:], out_spatial).astype(acc)
+
+
+def _quantized_average_pool(node, x: np.ndarray) -> np.ndarray:
+    """round_half_even(sum of the raw q of the counted taps, padding worth the offset / their count).
+
+    Summed as q - offset (every tap, counted or not, adds 0 outside the input),
+    then the counted taps' offsets are added back, so ceil_mode's uncounted
+    extension contributes nothing.
+    """
+    offset = node.input.type.offset
+    xp = _pool_padded(node, x.astype(np.int64) - offset, 0)
+    total = None
+    for _, where in taps(node.type.shape[2:], node.kernel, node.strides, node.dilations):
+        values = xp[(slice(None), slice(None)) + where]
+        total = values.copy() if total is None else np.add(total, values, out=total)
+    counts = _tap_counts(node, x.shape[2:], node.type.shape[2:]).astype(np.int64)
+    return numerics.rounded_average(total + offset * counts, counts)
 
 
 @kernel(nn.GlobalAveragePool)
@@ -284,6 +312,8 @@ def _gemm(node, a, b, c):
 
 @kernel(linalg.MatMul)
 def _matmul(node, a, b):
+    if node.type.elem.is_quantized:
+        return wrap_int32(np.matmul(offset_shifted(a, node.lhs.type), offset_shifted(b, node.rhs.type)))
     return np.matmul(*_numeric(a, b))
 
 

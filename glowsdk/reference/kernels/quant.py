@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from isa import numerics
+
 from ...graph.nodes import quant
 from ...graph.types import Type
 from ..registry import kernel
@@ -38,14 +40,30 @@ def _dequantize(node, q):
 @kernel(quant.Rescale)
 def _rescale(node, q):
     source, out = node.input.type, node.type
-    multiplier = np.float64(np.float32(source.scale) / np.float32(out.scale))
-    shifted = (q.astype(np.int64) - source.offset).astype(np.float64)
-    return saturate(np.rint(shifted * multiplier) + out.offset, out)
+    multiplier, shift = quant.fixed_point_multiplier(source.scale, out.scale)
+    scaled = numerics.round_shift((q.astype(np.int64) - source.offset) * multiplier, 31 + shift)
+    return saturate(scaled + out.offset, out)
 
 
 @kernel(quant.Reinterpret)
 def _reinterpret(node, q):
     return q
+
+
+def wrap_int32(exact: np.ndarray) -> np.ndarray:
+    """Exact integer sums (held in int64 or float64) reduced modulo 2^32, as the NPU's accumulators do."""
+    return exact.astype(np.int64).astype(np.int32)
+
+
+def offset_shifted(values: np.ndarray, type_: Type) -> np.ndarray:
+    """q - offset of a quantized operand, in float64 (exact for 8-bit kinds, and BLAS-fast)."""
+    return values.astype(np.float64) - type_.offset
+
+
+def same_type_add(x: np.ndarray, y: np.ndarray, type_: Type, sign: int) -> np.ndarray:
+    """Add (sign 1) or Sub (sign -1) of quantized operands sharing `type_`: saturate(q_x +- q_y -+ offset)."""
+    exact = x.astype(np.int64) + sign * y.astype(np.int64) - sign * type_.offset
+    return saturate(exact, type_)
 
 
 def _shifted(values: np.ndarray, zero: np.ndarray | None) -> np.ndarray:

@@ -1,0 +1,281 @@
+"""Quantizing a lowered float graph into integer islands (paper 4.1-4.2, Figure 5).
+
+Each node whose kind has a rule below, whose float32 values the profile covers,
+and which the backend runs in its quantized form, is replaced by its quantized
+form: operands enter through `Quantize`, the result leaves through `Dequantize`,
+so every node is converted on its own. The quantization pipeline then merges
+each `Dequantize -> Quantize` pair into a `Rescale` (or nothing, when the types
+agree), moves the conversions through layout ops and folds them into
+constants, which leaves integer islands with conversions only at their borders.
+
+Activations get int8 types from their profile (calibration method and schema,
+see `params.py`). Weights (Constant operands of Conv, MatMul and Mul) are
+quantized symmetrically (offset 0) from their own range, as onnxruntime does,
+so the array multiplies raw integers. Conv biases, and a constant bias added
+to a MatMul, become int32 at the accumulator's scale s_x * s_w and are added
+before the one requantization (paper 4.3).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..backends.base import Backend
+from ..errors import GlowError
+from ..graph.function import Function
+from ..graph.node import Constant, Node, NodeValue
+from ..graph.nodes import elementwise as ew
+from ..graph.nodes import linalg, nn, quant, tensor
+from ..graph.table import KindTable
+from ..graph.types import ElemKind, Type
+from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params
+from .profile import Profile
+
+Rule = Callable[["Quantizer", Node], "dict[NodeValue, NodeValue] | NodeValue | None"]
+RULES = KindTable("a quantization rule")
+"""How each node kind is quantized; a rule returns the quantized value replacing each float result."""
+COMPUTE = frozenset({"Conv", "MatMul"})
+"""Kinds worth int8 even when their result goes straight back to float. The cheap kinds (element-wise,
+layout, pools) are quantized only when a user is too: alone they would only add conversions and
+rounding (the Sub of a lowered Softmax, feeding Exp, is the case in point)."""
+
+
+@dataclass(frozen=True)
+class QuantizationConfig:
+    """What to quantize with: a profile, how to read it (calibration, schema), and what to keep in float.
+
+    `keep_float` names node kinds of the lowered graph (Conv, MatMul, Add, Max...)
+    or node names (a name also matches the nodes lowered from it, `relu1/max2`
+    matching `relu1`).
+    """
+
+    profile: Profile
+    schema: str = "asymmetric"
+    calibration: str = "minmax"
+    keep_float: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if self.schema not in SCHEMAS:
+            raise GlowError(f"unknown quantization schema '{self.schema}' (known: {', '.join(SCHEMAS)})")
+        if self.calibration not in CALIBRATIONS:
+            raise GlowError(f"unknown calibration method '{self.calibration}' (known: {', '.join(CALIBRATIONS)})")
+        object.__setattr__(self, "keep_float", frozenset(self.keep_float))
+
+    def describe(self) -> dict:
+        return {"schema": self.schema, "calibration": self.calibration, "keep_float": sorted(self.keep_float),
+                "profile": self.profile.model}
+
+
+@dataclass
+class QuantizationReport:
+    """Which nodes became integer, and why the others stayed float."""
+
+    quantized: Counter = field(default_factory=Counter)
+    kept: dict[str, Counter] = field(default_factory=dict)
+    """reason -> node kind -> count"""
+
+    def keep(self, node: Node, reason: str) -> None:
+        self.kept.setdefault(reason, Counter())[node.kind] += 1
+
+    def summary(self) -> str:
+        done = sum(self.quantized.values())
+        kept = sum(sum(c.values()) for c in self.kept.values())
+        parts = [f"quantized {done} node(s) to int8"]
+        for reason, counts in sorted(self.kept.items()):
+            kinds = ", ".join(f"{k} x{n}" for k, n in sorted(counts.items()))
+            parts.append(f"{sum(counts.values())} kept float ({reason}: {kinds})")
+        return "; ".join(parts) if kept else parts[0]
+
+    def to_json(self) -> dict:
+        return {"quantized": dict(self.quantized), "kept": {r: dict(c) for r, c in self.kept.items()}}
+
+
+class Quantizer:
+    """The state of one conversion: the function, the config, the backend that must run the result."""
+
+    def __init__(self, function: Function, config: QuantizationConfig, backend: Backend) -> None:
+        self.function = function
+        self.config = config
+        self.backend = backend
+        self.report = QuantizationReport()
+        self._types: dict[str, Type | None] = {}
+        self._profiled_as: dict[str, str] = {}  # a converted result's Dequantize -> the float value it replaced
+
+    def activation_type(self, value: NodeValue) -> Type | None:
+        """The int8 type the profile gives a float32 value (None without a profile entry)."""
+        if value.type.elem is not ElemKind.FLOAT32:
+            return None
+        name = self._profiled_as.get(value.name, value.name)
+        if name not in self._types:
+            entry = self.config.profile.values.get(name)
+            if entry is None:
+                self._types[name] = None
+            else:
+                lo, hi = calibrated_range(entry, self.config.calibration)
+                scale, offset = choose_params(lo, hi, self.config.schema)
+                self._types[name] = Type(ElemKind.QINT8, (), scale, offset)
+        found = self._types[name]
+        return None if found is None else found.with_shape(value.type.shape)
+
+    def quantize(self, value: NodeValue, type_: Type) -> NodeValue:
+        """`value` converted to `type_` (its own shape); Constants fold later."""
+        return self.function.add(quant.Quantize, value, name=f"{value.name}/{type_.elem.value}",
+                                 result_type=type_.with_shape(value.type.shape))
+
+    def operand(self, value: NodeValue) -> NodeValue | None:
+        """An 8-bit operand of a product: a Constant weight symmetric on its own range, else the profile's type."""
+        if isinstance(value.node, Constant) and value.type.elem is ElemKind.FLOAT32:
+            data = value.node.value
+            bound = float(abs(data).max()) if data.size else 0.0
+            scale, offset = choose_params(-bound, bound, "symmetric")
+            return self.quantize(value, Type(ElemKind.QINT8, value.type.shape, scale, offset))
+        type_ = self.activation_type(value)
+        return None if type_ is None else self.quantize(value, type_)
+
+    def bias(self, value: NodeValue, scale: float) -> NodeValue:
+        """A float bias as int32 at the accumulator's scale."""
+        return self.quantize(value, Type(ElemKind.QINT32, value.type.shape, scale, 0))
+
+    def add(self, kind: type[Node], *inputs: NodeValue | None, **attrs) -> NodeValue:
+        return self.function.add(kind, *inputs, **attrs)
+
+    def keeps_float(self, node: Node) -> bool:
+        keep = self.config.keep_float
+        return node.kind in keep or node.name in keep or node.name.split("/")[0] in keep
+
+    def run(self) -> QuantizationReport:
+        """Convert every node that can be; GlowError if the profile or --keep-float match nothing."""
+        kinds = sorted({n.kind for n in self.function.nodes if n.kind in RULES})
+        used_keep: set[str] = set()
+        for node in list(self.function.nodes):
+            if node.function is not self.function or node.kind not in RULES:
+                continue
+            if not any(v.type.elem is ElemKind.FLOAT32 for v in node.results):
+                continue
+            if self.keeps_float(node):
+                used_keep |= {node.kind, node.name, node.name.split("/")[0]} & self.config.keep_float
+                self.report.keep(node, "--keep-float")
+                continue
+            if node.kind not in COMPUTE and not any(self._quantizable(u) for u in node.users):
+                self.report.keep(node, "no integer user")
+                continue
+            self._convert(node)
+        unmatched = sorted(self.config.keep_float - used_keep)
+        if unmatched:
+            raise GlowError(f"--keep-float {unmatched[0]}: no quantizable node has that kind or name "
+                            f"(kinds in the lowered graph: {', '.join(kinds) or 'none'})")
+        if self._types and not any(t is not None for t in self._types.values()):
+            raise GlowError(f"the profile (of {self.config.profile.model.get('source', 'a model')}) names none "
+                            f"of this graph's values: it was taken of another model or with other options")
+        self.function.erase_dead()
+        return self.report
+
+    def _quantizable(self, node: Node) -> bool:
+        return node.kind in RULES and not self.keeps_float(node)
+
+    def _convert(self, node: Node) -> None:
+        before = set(map(id, self.function.nodes))
+        with self.function.inserting_before(node):
+            produced = RULES[node.kind](self, node)
+            if produced is None:
+                self._roll_back(before)
+                self.report.keep(node, "no profile")
+                return
+            replaced = produced if isinstance(produced, dict) else {node.result(): produced}
+            created = [n for n in self.function.nodes if id(n) not in before]
+            if not all(self.backend.is_op_supported(n) for n in created):
+                self._roll_back(before)
+                self.report.keep(node, f"not run quantized by {self.backend.name}")
+                return
+            for old, new in replaced.items():
+                dequantized = self.add(quant.Dequantize, new, elem=old.type.elem)
+                self._profiled_as[dequantized.name] = self._profiled_as.get(old.name, old.name)
+                self.function.replace_all_uses(old, dequantized)
+        for old in replaced:
+            if old.node.function is self.function and not old.node.users:
+                self.function.erase(old.node)
+        self.report.quantized[node.kind] += 1
+
+    def _roll_back(self, before: set[int]) -> None:
+        for created in reversed([n for n in self.function.nodes if id(n) not in before]):
+            self.function.erase(created)
+
+
+def quantize_function(function: Function, config: QuantizationConfig, backend: Backend) -> QuantizationReport:
+    """Convert `function` (lowered, optimised, named as when the profile was taken) in place."""
+    return Quantizer(function, config, backend).run()
+
+
+# -- the rules ------------------------------------------------------------------------------------
+def _requantized(q: Quantizer, accumulator: NodeValue, result: NodeValue) -> NodeValue | None:
+    out = q.activation_type(result)
+    return None if out is None else q.add(quant.Rescale, accumulator, result_type=out)
+
+
+@RULES.register(nn.Conv)
+def _conv(q: Quantizer, node: Node) -> NodeValue | None:
+    x, w = q.operand(node.input), q.operand(node.filter)
+    if x is None or w is None:
+        return None
+    bias = None if node.bias is None else q.bias(node.bias, x.type.scale * w.type.scale)
+    return _requantized(q, q.add(nn.Conv, x, w, bias, **node.attrs), node.result())
+
+
+def _constant_bias(add: Node, product: NodeValue) -> NodeValue | None:
+    """The Constant that `add` adds to `product` along its last dim, if it is one."""
+    other = add.rhs if add.lhs == product else add.lhs
+    if not isinstance(other.node, Constant) or other == product:
+        return None
+    shape = other.type.shape
+    if add.type.shape != product.type.shape or len(shape) > product.type.rank or any(d != 1 for d in shape[:-1]):
+        return None
+    return other if add.kind == "Add" else None
+
+
+@RULES.register(linalg.MatMul)
+def _matmul(q: Quantizer, node: Node) -> dict[NodeValue, NodeValue] | NodeValue | None:
+    lhs, rhs = q.operand(node.lhs), q.operand(node.rhs)
+    if lhs is None or rhs is None:
+        return None
+    accumulator = q.add(linalg.MatMul, lhs, rhs)
+    users = list(node.users)
+    bias = _constant_bias(users[0], node.result()) if len(users) == 1 and users[0].kind == "Add" else None
+    if bias is not None and q.activation_type(users[0].result()) is not None:
+        summed = q.add(ew.Add, accumulator, q.bias(bias, accumulator.type.scale))
+        return {users[0].result(): _requantized(q, summed, users[0].result())}
+    return _requantized(q, accumulator, node.result())
+
+
+@RULES.register(ew.Mul)
+def _mul(q: Quantizer, node: Node) -> NodeValue | None:
+    lhs, rhs = q.operand(node.lhs), q.operand(node.rhs)
+    if lhs is None or rhs is None:
+        return None
+    return _requantized(q, q.add(ew.Mul, lhs, rhs), node.result())
+
+
+@RULES.register(ew.Add, ew.Sub, ew.Max, ew.Min, tensor.Concat)
+def _same_type(q: Quantizer, node: Node) -> NodeValue | None:
+    """Operands and result share the result's type, so the op works on raw integers (paper 4.3)."""
+    out = q.activation_type(node.result())
+    if out is None:
+        return None
+    return q.add(type(node), *(q.quantize(v, out) for v in node.inputs), **node.attrs)
+
+
+@RULES.register(nn.MaxPool, nn.AveragePool, tensor.Reshape, tensor.Transpose, tensor.Slice, tensor.Expand)
+def _keeps_type(q: Quantizer, node: Node) -> NodeValue | None:
+    """Layout ops and pools keep their input's type: no rounding beyond the op's own."""
+    type_ = q.activation_type(node.input)
+    if type_ is None:
+        return None
+    return q.add(type(node), q.quantize(node.input, type_), **node.attrs)
+
+
+@RULES.register(tensor.Gather)
+def _gather(q: Quantizer, node: Node) -> NodeValue | None:
+    type_ = q.activation_type(node.data)
+    if type_ is None:
+        return None
+    return q.add(tensor.Gather, q.quantize(node.data, type_), node.indices, **node.attrs)
