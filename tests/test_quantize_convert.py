@@ -229,3 +229,36 @@ def test_cli_errors_are_one_line(cli_profile, args, message):
     result = glowsdk_cli(*(a.format(**paths) for a in args))
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+# -- per-channel weights ----------------------------------------------------------------------------
+def test_per_channel_weights_give_per_channel_accumulators(small):
+    network, profile = small
+    fn = quantized_graph(network, QuantizationConfig(profile, per_channel=True))
+    convs = [n for n in fn.nodes if n.kind == "Conv"]
+    assert convs and all(n.filter.type.axis == 0 and n.type.axis == 1 for n in convs)
+    assert all(n.bias.type.axis == 0 for n in convs if n.bias is not None)
+    (matmul,) = [n for n in fn.nodes if n.kind == "MatMul"]
+    assert matmul.rhs.type.axis == 1 and matmul.type.axis == 1 and len(set(matmul.type.scale)) > 1
+    reference = glowsdk.compile(network)
+    quantized = glowsdk.compile(network, quantization=QuantizationConfig(profile, per_channel=True))
+    for sample in samples(4, 2):
+        assert cosine_similarity(reference.run(sample)["y"], quantized.run(sample)["y"]) > 0.99
+
+
+def test_per_channel_types_round_trip_through_ir_text_and_are_checked():
+    from glowsdk.compiler.ir.text import format_type, parse_type
+
+    t = Type(QI8, (3, 2, 1, 1), (0.5, 0.25, 0.125), (0, 0, 0), 0)
+    assert parse_type(format_type(t)) == t and t.per_channel and t.scales.shape == (3, 1, 1, 1)
+    assert t.with_shape((5, 3, 2, 1, 1)).axis == 1  # the axis keeps its place from the end
+    with pytest.raises(ValueError, match="needs 3 scales"):
+        Type(QI8, (3, 2), (0.5, 0.25), (0, 0), 0)
+    with pytest.raises(ValueError, match="positive"):
+        Type(QI8, (2,), (0.5, -1.0), (0, 0), 0)
+
+
+def test_cli_per_channel(cli_profile):
+    result = glowsdk_cli("quantize-report", str(cli_profile / "small.onnx"), "--load-profile",
+                         str(cli_profile / "p.json"), "--per-channel", "--random", "2")
+    assert result.returncode == 0 and "per-channel weights" in result.stdout, result.stderr

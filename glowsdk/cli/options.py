@@ -57,6 +57,8 @@ def add_quantization_args(p: argparse.ArgumentParser, required: bool = False) ->
     p.add_argument("--schema", choices=SCHEMAS, help="how a range maps to int8 (default asymmetric)")
     p.add_argument("--calibration", choices=CALIBRATIONS,
                    help="how the profile's histograms give each range (default minmax)")
+    p.add_argument("--per-channel", action="store_true",
+                   help="one scale per output channel for Conv filters and MatMul weights")
     p.add_argument("--keep-float", metavar="OP[,OP]",
                    help="node kinds (Conv, MatMul, Add, ...) or node names to keep in float")
 
@@ -67,13 +69,15 @@ def quantization_config(args: argparse.Namespace):
 
     if args.load_profile is None:
         given = [flag for flag, value in (("--schema", args.schema), ("--calibration", args.calibration),
+                                          ("--per-channel", args.per_channel or None),
                                           ("--keep-float", args.keep_float)) if value is not None]
         if given:
             raise GlowError(f"{given[0]} needs --load-profile FILE (quantization starts from a profile)")
         return None
     keep = frozenset(k.strip() for k in (args.keep_float or "").split(",") if k.strip())
     return QuantizationConfig(load_profile(args.load_profile), schema=args.schema or "asymmetric",
-                              calibration=args.calibration or "minmax", keep_float=keep)
+                              calibration=args.calibration or "minmax", per_channel=args.per_channel,
+                              keep_float=keep)
 
 
 def load_network(args: argparse.Namespace):

@@ -37,8 +37,9 @@ def cmd_quantize_report(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise GlowError(f"--labels: {err}" if labels is not None else str(err)) from None
     summary = quantized_run.compiled.quantization_report.summary()
+    per_channel = ", per-channel weights" if quantization.per_channel else ""
     print(f"{network.source} on target {args.target}: float against int8 ({quantization.schema}, "
-          f"{quantization.calibration}) over {len(samples)} samples ({samples.how})")
+          f"{quantization.calibration}{per_channel}) over {len(samples)} samples ({samples.how})")
     print(summary)
     print(report.table())
     if args.json:

@@ -135,13 +135,16 @@ _FROM_DTYPE = {dt: k for k, dt in _DTYPES.items() if not k.is_quantized}
 class Type:
     """A static tensor type: element kind, shape, and quantization parameters.
 
-    `scale` and `offset` are set exactly when the kind is quantized.
+    `scale` and `offset` are set exactly when the kind is quantized. Per-channel
+    types (weights quantized per output channel, their int32 accumulators) set
+    `axis` and give one scale and one offset per index along it, as tuples.
     """
 
     elem: ElemKind
     shape: tuple[int, ...]
-    scale: float | None = None
-    offset: int | None = None
+    scale: float | tuple[float, ...] | None = None
+    offset: int | tuple[int, ...] | None = None
+    axis: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
@@ -150,12 +153,46 @@ class Type:
         if self.elem.is_quantized:
             if self.scale is None or self.offset is None:
                 raise ValueError(f"quantized kind {self.elem.value} needs a scale and an offset")
+            if self.axis is not None:
+                self._check_channels()
+                return
             if not (np.isfinite(self.scale) and self.scale > 0):
                 raise ValueError(f"quantization scale must be positive and finite, got {self.scale}")
             object.__setattr__(self, "scale", float(self.scale))
             object.__setattr__(self, "offset", int(self.offset))
-        elif self.scale is not None or self.offset is not None:
-            raise ValueError(f"{self.elem.value} is not quantized: it takes no scale or offset")
+        elif self.scale is not None or self.offset is not None or self.axis is not None:
+            raise ValueError(f"{self.elem.value} is not quantized: it takes no scale, offset or axis")
+
+    def _check_channels(self) -> None:
+        if not 0 <= self.axis < len(self.shape):
+            raise ValueError(f"per-channel axis {self.axis} is out of range for shape {list(self.shape)}")
+        scales, offsets = tuple(float(s) for s in self.scale), tuple(int(o) for o in self.offset)
+        if len(scales) != self.shape[self.axis] or len(offsets) != self.shape[self.axis]:
+            raise ValueError(f"per-channel axis {self.axis} of shape {list(self.shape)} needs "
+                             f"{self.shape[self.axis]} scales and offsets, got {len(scales)} and {len(offsets)}")
+        if not all(np.isfinite(s) and s > 0 for s in scales):
+            raise ValueError("quantization scales must be positive and finite")
+        object.__setattr__(self, "scale", scales)
+        object.__setattr__(self, "offset", offsets)
+
+    @property
+    def per_channel(self) -> bool:
+        return self.axis is not None
+
+    def _along_axis(self, values: float | tuple) -> np.ndarray:
+        if self.axis is None:
+            return np.asarray(values)
+        return np.asarray(values).reshape([-1 if i == self.axis else 1 for i in range(len(self.shape))])
+
+    @property
+    def scales(self) -> np.ndarray:
+        """The scale as an array that broadcasts against the tensor (a scalar unless per-channel)."""
+        return self._along_axis(self.scale).astype(np.float64)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """The offset as an array that broadcasts against the tensor (a scalar unless per-channel)."""
+        return self._along_axis(self.offset).astype(np.int64)
 
     @property
     def rank(self) -> int:
@@ -175,19 +212,30 @@ class Type:
         return self.elem.dtype
 
     def with_shape(self, shape: Sequence[int]) -> "Type":
-        """Same element kind (and quantization), another shape."""
-        return Type(self.elem, tuple(shape), self.scale, self.offset)
+        """Same element kind (and quantization), another shape. A per-channel axis keeps its place
+        counted from the last dim, as broadcasting aligns dims, and must keep its length."""
+        axis = None if self.axis is None else self.axis - len(self.shape) + len(shape)
+        return Type(self.elem, tuple(shape), self.scale, self.offset, axis)
 
     def with_elem(self, elem: ElemKind) -> "Type":
         """Same shape, another plain element kind."""
         return Type(elem, self.shape)
 
     def same_elem(self, other: "Type") -> bool:
-        """Same element kind and, for quantized kinds, the same scale and offset."""
-        return (self.elem, self.scale, self.offset) == (other.elem, other.scale, other.offset)
+        """Same element kind and, for quantized kinds, the same scale and offset (per-channel: along
+        the same axis counted from the last dim, so the two broadcast channel to channel)."""
+        return (self.elem, self.scale, self.offset, self._axis_from_end) == \
+            (other.elem, other.scale, other.offset, other._axis_from_end)
+
+    @property
+    def _axis_from_end(self) -> int | None:
+        return None if self.axis is None else self.axis - len(self.shape)
 
     def __str__(self) -> str:
         dims = "x".join(str(d) for d in self.shape)
+        if self.axis is not None:
+            return (f"{self.elem.value}[axis {self.axis}: scales {min(self.scale):.6g}..{max(self.scale):.6g}, "
+                    f"offsets {min(self.offset)}..{max(self.offset)}]<{dims}>")
         if self.elem.is_quantized:
             return f"{self.elem.value}[{self.scale:.6g},{self.offset}]<{dims}>"
         return f"{self.elem.value}<{dims}>"

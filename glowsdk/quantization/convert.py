@@ -11,7 +11,8 @@ constants, which leaves integer islands with conversions only at their borders.
 Activations get int8 types from their profile (calibration method and schema,
 see `params.py`). Weights (Constant operands of Conv, MatMul and Mul) are
 quantized symmetrically (offset 0) from their own range, as onnxruntime does,
-so the array multiplies raw integers. Conv biases, and a constant bias added
+so the array multiplies raw integers; with `per_channel`, Conv filters and
+MatMul weight matrices get one scale per output channel (filter, or column). Conv biases, and a constant bias added
 to a MatMul, become int32 at the accumulator's scale s_x * s_w and are added
 before the one requantization (paper 4.3).
 """
@@ -20,6 +21,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable
+
+import numpy as np
 
 from ..backends.base import Backend
 from ..errors import GlowError
@@ -53,6 +56,7 @@ class QuantizationConfig:
     profile: Profile
     schema: str = "asymmetric"
     calibration: str = "minmax"
+    per_channel: bool = False
     keep_float: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
@@ -63,7 +67,8 @@ class QuantizationConfig:
         object.__setattr__(self, "keep_float", frozenset(self.keep_float))
 
     def describe(self) -> dict:
-        return {"schema": self.schema, "calibration": self.calibration, "keep_float": sorted(self.keep_float),
+        return {"schema": self.schema, "calibration": self.calibration, "per_channel": self.per_channel,
+                "keep_float": sorted(self.keep_float),
                 "profile": self.profile.model}
 
 
@@ -123,19 +128,27 @@ class Quantizer:
         return self.function.add(quant.Quantize, value, name=f"{value.name}/{type_.elem.value}",
                                  result_type=type_.with_shape(value.type.shape))
 
-    def operand(self, value: NodeValue) -> NodeValue | None:
-        """An 8-bit operand of a product: a Constant weight symmetric on its own range, else the profile's type."""
+    def operand(self, value: NodeValue, channel_axis: int | None = None) -> NodeValue | None:
+        """An 8-bit operand of a product: a Constant weight symmetric on its own range (per channel along
+        `channel_axis` when the config asks for it), else the profile's type."""
         if isinstance(value.node, Constant) and value.type.elem is ElemKind.FLOAT32:
-            data = value.node.value
-            bound = float(abs(data).max()) if data.size else 0.0
+            data = np.abs(value.node.value.astype(np.float64))
+            if self.config.per_channel and channel_axis is not None and data.size:
+                others = tuple(i for i in range(data.ndim) if i != channel_axis)
+                params = [choose_params(-b, b, "symmetric") for b in data.max(axis=others)]
+                scales, offsets = zip(*params)
+                return self.quantize(value, Type(ElemKind.QINT8, value.type.shape, scales, offsets, channel_axis))
+            bound = float(data.max()) if data.size else 0.0
             scale, offset = choose_params(-bound, bound, "symmetric")
             return self.quantize(value, Type(ElemKind.QINT8, value.type.shape, scale, offset))
         type_ = self.activation_type(value)
         return None if type_ is None else self.quantize(value, type_)
 
-    def bias(self, value: NodeValue, scale: float) -> NodeValue:
-        """A float bias as int32 at the accumulator's scale."""
-        return self.quantize(value, Type(ElemKind.QINT32, value.type.shape, scale, 0))
+    def bias(self, value: NodeValue, accumulator: Type) -> NodeValue:
+        """A float bias (one value per output channel, the last dim) as int32 at the accumulator's scale."""
+        axis = None if accumulator.axis is None else value.type.rank - 1
+        zeros = 0 if axis is None else accumulator.offset
+        return self.quantize(value, Type(ElemKind.QINT32, value.type.shape, accumulator.scale, zeros, axis))
 
     def add(self, kind: type[Node], *inputs: NodeValue | None, **attrs) -> NodeValue:
         return self.function.add(kind, *inputs, **attrs)
@@ -215,10 +228,14 @@ def _requantized(q: Quantizer, accumulator: NodeValue, result: NodeValue) -> Nod
 
 @RULES.register(nn.Conv)
 def _conv(q: Quantizer, node: Node) -> NodeValue | None:
-    x, w = q.operand(node.input), q.operand(node.filter)
+    x, w = q.operand(node.input), q.operand(node.filter, channel_axis=0)
     if x is None or w is None:
         return None
-    bias = None if node.bias is None else q.bias(node.bias, x.type.scale * w.type.scale)
+    without_bias = q.add(nn.Conv, x, w, None, **node.attrs)
+    if node.bias is None:
+        return _requantized(q, without_bias, node.result())
+    bias = q.bias(node.bias, without_bias.type)
+    q.function.erase(without_bias.node)
     return _requantized(q, q.add(nn.Conv, x, w, bias, **node.attrs), node.result())
 
 
@@ -235,14 +252,14 @@ def _constant_bias(add: Node, product: NodeValue) -> NodeValue | None:
 
 @RULES.register(linalg.MatMul)
 def _matmul(q: Quantizer, node: Node) -> dict[NodeValue, NodeValue] | NodeValue | None:
-    lhs, rhs = q.operand(node.lhs), q.operand(node.rhs)
+    lhs, rhs = q.operand(node.lhs), q.operand(node.rhs, channel_axis=node.rhs.type.rank - 1)
     if lhs is None or rhs is None:
         return None
     accumulator = q.add(linalg.MatMul, lhs, rhs)
     users = list(node.users)
     bias = _constant_bias(users[0], node.result()) if len(users) == 1 and users[0].kind == "Add" else None
     if bias is not None and q.activation_type(users[0].result()) is not None:
-        summed = q.add(ew.Add, accumulator, q.bias(bias, accumulator.type.scale))
+        summed = q.add(ew.Add, accumulator, q.bias(bias, accumulator.type))
         return {users[0].result(): _requantized(q, summed, users[0].result())}
     return _requantized(q, accumulator, node.result())
 

@@ -36,6 +36,9 @@ from .instructions import InstrSpec, spec_by_mnemonic
 def format_type(t: Type) -> str:
     """A type exactly (the quantization scale round-trips)."""
     dims = "x".join(str(d) for d in t.shape)
+    if t.per_channel:
+        scales, offsets = ",".join(map(repr, t.scale)), ",".join(map(str, t.offset))
+        return f"{t.elem.value}[axis={t.axis},scales=({scales}),offsets=({offsets})]<{dims}>"
     if t.elem.is_quantized:
         return f"{t.elem.value}[{t.scale!r},{t.offset}]<{dims}>"
     return f"{t.elem.value}<{dims}>"
@@ -96,7 +99,18 @@ _WEIGHT = re.compile(r"^%(\S+) = weight (constant|input|output) (\S+)$")
 _INSTR = re.compile(r"^%(\S+) = ([a-z0-9_]+)(.*)$")
 
 
+_CHANNEL_TYPE = re.compile(r"^([a-z0-9]+)\[axis=(\d+),scales=\(([^)]*)\),offsets=\(([^)]*)\)\]<([0-9x]*)>$")
+
+
 def parse_type(text: str) -> Type:
+    channels = _CHANNEL_TYPE.match(text.strip())
+    if channels:
+        dims = tuple(int(d) for d in channels.group(5).split("x")) if channels.group(5) else ()
+        try:
+            return Type(ElemKind(channels.group(1)), dims, tuple(float(s) for s in channels.group(3).split(",")),
+                        tuple(int(o) for o in channels.group(4).split(",")), int(channels.group(2)))
+        except ValueError as err:
+            raise GlowError(f"not an IR type: '{text}' ({err})") from None
     match = _TYPE.match(text.strip())
     if not match:
         raise GlowError(f"not an IR type: '{text}'")

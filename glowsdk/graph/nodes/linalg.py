@@ -59,7 +59,8 @@ def matmul_shape(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
 def _matmul_type(node: Node) -> Type:
     lhs, rhs = node.lhs.type, node.rhs.type
     if lhs.elem.is_quantized or rhs.elem.is_quantized:
-        return accumulator_type(node, lhs, rhs, matmul_shape(lhs.shape, rhs.shape))
+        shape = matmul_shape(lhs.shape, rhs.shape)
+        return accumulator_type(node, lhs, rhs, shape, (rhs.rank - 1, len(shape) - 1))
     if not node.lhs.type.same_elem(node.rhs.type):
         raise node.fail(f"operands must share one element kind, got {node.lhs.type} and {node.rhs.type}")
     return node.lhs.type.with_shape(matmul_shape(node.lhs.type.shape, node.rhs.type.shape))

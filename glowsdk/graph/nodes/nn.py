@@ -117,16 +117,18 @@ def _conv_type(node: Node) -> Type:
         raise node.fail(f"kernel {list(node.kernel)} does not match the filter {filt}")
     shape = (n, filt.shape[0]) + windowed_shape(node, spatial)
     if image.elem.is_quantized or filt.elem.is_quantized:
-        return accumulator_type(node, image, filt, shape)
+        return accumulator_type(node, image, filt, shape, (0, 1))
     return image.with_shape(shape)
 
 
 def _verify_conv(node: Node) -> None:
     _require_shape(node, "bias", (node.type.shape[1],))
     if node.type.elem.is_quantized:
-        if node.bias is not None and not node.bias.type.same_elem(node.type):
-            raise node.fail(f"the bias of a quantized Conv must be the accumulator's type "
-                            f"{node.type.with_shape(node.bias.type.shape)}, got {node.bias.type}")
+        acc = node.type
+        expected = Type(acc.elem, (acc.shape[1],), acc.scale, acc.offset, None if acc.axis is None else 0)
+        if node.bias is not None and node.bias.type != expected:
+            raise node.fail(f"the bias of a quantized Conv must have the accumulator's scale and offset "
+                            f"({expected}), got {node.bias.type}")
         return
     _require_float(node, "input")
     require_same_elem(node, "input", "filter", "bias")

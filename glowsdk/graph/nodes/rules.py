@@ -61,15 +61,29 @@ def is_quantized_byte(kind: ElemKind) -> bool:
     return kind in (ElemKind.QINT8, ElemKind.QUINT8)
 
 
-def accumulator_type(node: Node, lhs: Type, rhs: Type, shape: tuple[int, ...]) -> Type:
+def accumulator_type(node: Node, lhs: Type, rhs: Type, shape: tuple[int, ...],
+                     channels: tuple[int, int] | None = None) -> Type:
     """The exact int32 accumulator of products of two 8-bit quantized operands (paper 4.1).
 
     Products of (q - offset) terms carry the scale s_lhs * s_rhs and offset 0, so
     sums of them (and an int32 bias of that scale) add without rescaling.
+    `channels` = (axis of rhs, axis of the result) where a per-channel rhs (weights
+    quantized per output channel) may have its axis; the accumulator is then
+    per-channel along the result's axis.
     """
     for value, what in ((lhs, "lhs"), (rhs, "rhs")):
         require_elem(node, value, is_quantized_byte, f"quantized {what}")
-    return Type(ElemKind.QINT32, shape, lhs.scale * rhs.scale, 0)
+    if lhs.per_channel:
+        raise node.fail(f"lhs {lhs} must be quantized per tensor")
+    if not rhs.per_channel:
+        return Type(ElemKind.QINT32, shape, lhs.scale * rhs.scale, 0)
+    if channels is None or rhs.axis != channels[0]:
+        where = "" if channels is None else f" on axis {channels[0]}"
+        raise node.fail(f"rhs {rhs} can only be quantized per channel{where or ' per tensor here'}")
+    if any(o != 0 for o in rhs.offset):
+        raise node.fail(f"per-channel rhs {rhs} must have offsets 0")
+    scales = tuple(lhs.scale * s for s in rhs.scale)
+    return Type(ElemKind.QINT32, shape, scales, (0,) * len(scales), channels[1])
 
 
 def is_bool(kind: ElemKind) -> bool:

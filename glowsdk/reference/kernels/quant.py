@@ -26,23 +26,24 @@ def saturate(values: np.ndarray, type_: Type) -> np.ndarray:
 def _quantize(node, x):
     out = node.type
     precision = node.precision.dtype
-    scaled = np.rint(x.astype(precision) / precision.type(out.scale))
-    return saturate(scaled.astype(np.float64) + out.offset, out)
+    scaled = np.rint(x.astype(precision) / out.scales.astype(precision))
+    return saturate(scaled.astype(np.float64) + out.offsets, out)
 
 
 @kernel(quant.Dequantize)
 def _dequantize(node, q):
     source = node.input.type
-    shifted = q.astype(np.float32) - np.float32(source.offset)
-    return (shifted * np.float32(source.scale)).astype(node.type.dtype)
+    shifted = q.astype(np.float32) - source.offsets.astype(np.float32)
+    return (shifted * source.scales.astype(np.float32)).astype(node.type.dtype)
 
 
 @kernel(quant.Rescale)
 def _rescale(node, q):
     source, out = node.input.type, node.type
-    multiplier, shift = quant.fixed_point_multiplier(source.scale, out.scale)
-    scaled = numerics.round_shift((q.astype(np.int64) - source.offset) * multiplier, 31 + shift)
-    return saturate(scaled + out.offset, out)
+    pairs = np.vectorize(quant.fixed_point_multiplier, otypes=[np.int64, np.int64])
+    multiplier, shift = pairs(*np.broadcast_arrays(source.scales, out.scales))
+    scaled = numerics.round_shift((q.astype(np.int64) - source.offsets) * multiplier, 31 + shift)
+    return saturate(scaled + out.offsets, out)
 
 
 @kernel(quant.Reinterpret)
@@ -57,12 +58,12 @@ def wrap_int32(exact: np.ndarray) -> np.ndarray:
 
 def offset_shifted(values: np.ndarray, type_: Type) -> np.ndarray:
     """q - offset of a quantized operand, in float64 (exact for 8-bit kinds, and BLAS-fast)."""
-    return values.astype(np.float64) - type_.offset
+    return values.astype(np.float64) - type_.offsets
 
 
 def same_type_add(x: np.ndarray, y: np.ndarray, type_: Type, sign: int) -> np.ndarray:
     """Add (sign 1) or Sub (sign -1) of quantized operands sharing `type_`: saturate(q_x +- q_y -+ offset)."""
-    exact = x.astype(np.int64) + sign * y.astype(np.int64) - sign * type_.offset
+    exact = x.astype(np.int64) + sign * y.astype(np.int64) - sign * type_.offsets
     return saturate(exact, type_)
 
 
