@@ -176,6 +176,7 @@ def test_qlinear_matmul(dtype, const, shapes):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     check_exact(model, values)
     assert ("Rescale" in kinds(model, values)) == const
+    assert ("IntegerMatMul" in kinds(model, values)) != const  # compile-time scales: the quantized IR
 
 
 CONV_CASES = [
@@ -224,6 +225,7 @@ def test_qlinear_conv(dtype, const, attrs):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
     check_exact(model, values)
     assert ("Rescale" in kinds(model, values)) == const
+    assert ("IntegerConv" in kinds(model, values)) != const  # compile-time scales: the quantized IR
 
 
 def test_qlinear_conv_per_channel_scale():
@@ -239,7 +241,7 @@ def test_qlinear_conv_per_channel_scale():
         [onnx.numpy_helper.from_array(v, n) for n, v in {**inits, "w": w}.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)])
     check_exact(model, {"x": x})
-    assert "Rescale" not in kinds(model, {"x": x})
+    assert {"Conv", "Rescale"} <= kinds(model, {"x": x}) and "IntegerConv" not in kinds(model, {"x": x})
 
 
 def official_cases(modules):

@@ -14,16 +14,10 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-import glowsdk
-from glowsdk.backends import get_backend
-from glowsdk.compiler import compile_function
-from glowsdk.compiler.passes import run_passes
 from glowsdk.errors import GlowError
 from glowsdk.graph import ElemKind, Module, Type, nodes
 from glowsdk.graph.nodes import linalg, nn, quant
-from glowsdk.quantization import (QuantizationConfig, ValueProfile, calibrated_range, choose_params,
-                                  collect_profile)
-from glowsdk.quantization.profile import Profile
+from glowsdk.quantization import (ValueProfile, calibrated_range, choose_params)
 from glowsdk.reference.evaluator import evaluate
 from isa import numerics
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from ..backends.base import Backend, CompiledFunction, CompileOptions
+from ..backends.base import Backend, CompiledFunction, CompileOptions, unsupported_nodes
 from ..errors import GraphError
 from ..graph.function import Function
 from .lowering import lower_function
-from .passes import GRAPH_OPTIMIZATION, POST_LOWERING, QUANTIZATION, PassManager
+from .passes import FLOAT_WEIGHTS, GRAPH_OPTIMIZATION, POST_LOWERING, QUANTIZATION, PassManager
 from .schedule import schedule
 
 if TYPE_CHECKING:
@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 StageHook = Callable[[str, Function], None]
 Instrument = Callable[[Function], None]
 STAGES = ("imported", "optimized", "lowered", "quantized", "transformed", "scheduled")
+
+
+def _optimised_quantized(function: Function, backend: Backend, manager: PassManager) -> Function:
+    """An imported quantized model (QDQ pairs) after the quantization pipeline, if `backend` runs the result;
+    else `function` as it is (a backend without integer Conv runs the float ops between the conversions)."""
+    trial = function.module.clone().functions[function.name]
+    manager.run(QUANTIZATION, trial)
+    if not unsupported_nodes(trial, backend):
+        return trial
+    manager.run(FLOAT_WEIGHTS, function)
+    return function
 
 
 def compile_function(function: Function, backend: Backend, options: CompileOptions | None = None, *,
@@ -59,6 +70,9 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
 
         quantization_report = quantize_function(function, quantization, backend)
         manager.run(QUANTIZATION, function)
+        hook("quantized", function)
+    elif any(node.kind == "Dequantize" for node in function.nodes):
+        function = _optimised_quantized(function, backend, manager)
         hook("quantized", function)
     if backend.transform_post_lowering(function):
         try:

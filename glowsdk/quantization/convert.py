@@ -123,6 +123,14 @@ class Quantizer:
         found = self._types[name]
         return None if found is None else found.with_shape(value.type.shape)
 
+    def constant_type(self, value: NodeValue) -> Type | None:
+        """The int8 type covering a float32 Constant's own range (the schema's choice of parameters)."""
+        if value.type.elem is not ElemKind.FLOAT32:
+            return None
+        data = value.node.value
+        lo, hi = (float(data.min()), float(data.max())) if data.size else (0.0, 0.0)
+        return Type(ElemKind.QINT8, value.type.shape, *choose_params(lo, hi, self.config.schema))
+
     def quantize(self, value: NodeValue, type_: Type) -> NodeValue:
         """`value` converted to `type_` (its own shape); Constants fold later."""
         return self.function.add(quant.Quantize, value, name=f"{value.name}/{type_.elem.value}",
@@ -145,7 +153,8 @@ class Quantizer:
         return None if type_ is None else self.quantize(value, type_)
 
     def bias(self, value: NodeValue, accumulator: Type) -> NodeValue:
-        """A float bias (one value per output channel, the last dim) as int32 at the accumulator's scale."""
+        """A float bias added to a MatMul's accumulator (one value per column, the last dim) as int32 at
+        the accumulator's scale."""
         axis = None if accumulator.axis is None else value.type.rank - 1
         zeros = 0 if axis is None else accumulator.offset
         return self.quantize(value, Type(ElemKind.QINT32, value.type.shape, accumulator.scale, zeros, axis))
@@ -231,11 +240,7 @@ def _conv(q: Quantizer, node: Node) -> NodeValue | None:
     x, w = q.operand(node.input), q.operand(node.filter, channel_axis=0)
     if x is None or w is None:
         return None
-    without_bias = q.add(nn.Conv, x, w, None, **node.attrs)
-    if node.bias is None:
-        return _requantized(q, without_bias, node.result())
-    bias = q.bias(node.bias, without_bias.type)
-    q.function.erase(without_bias.node)
+    bias = None if node.bias is None else q.quantize(node.bias, nn.quantized_bias_type(x.type, w.type))
     return _requantized(q, q.add(nn.Conv, x, w, bias, **node.attrs), node.result())
 
 
@@ -272,13 +277,27 @@ def _mul(q: Quantizer, node: Node) -> NodeValue | None:
     return _requantized(q, q.add(ew.Mul, lhs, rhs), node.result())
 
 
-@RULES.register(ew.Add, ew.Sub, ew.Max, ew.Min, tensor.Concat)
+@RULES.register(ew.Max, ew.Min, tensor.Concat)
 def _same_type(q: Quantizer, node: Node) -> NodeValue | None:
-    """Operands and result share the result's type, so the op works on raw integers (paper 4.3)."""
+    """Operands and result share the result's type, so the op works on raw integers (paper 4.3); saturating
+    an operand to it is exact, as clamping commutes with max, min and concatenation."""
     out = q.activation_type(node.result())
     if out is None:
         return None
     return q.add(type(node), *(q.quantize(v, out) for v in node.inputs), **node.attrs)
+
+
+@RULES.register(ew.Add, ew.Sub)
+def _common_type(q: Quantizer, node: Node) -> NodeValue | None:
+    """Operands and result share a type holding the operands' and the result's ranges (an operand may reach
+    further than the sum: x + (-x)), then the sum is requantized to the result's type if that differs."""
+    out = q.activation_type(node.result())
+    operands = [q.constant_type(v) if isinstance(v.node, Constant) else q.activation_type(v) for v in node.inputs]
+    if out is None or None in operands:
+        return None
+    common = quant.covering_type([*operands, out], out.shape)
+    result = q.add(type(node), *(q.quantize(v, common) for v in node.inputs))
+    return result if common == out else q.add(quant.Rescale, result, result_type=out)
 
 
 @RULES.register(nn.MaxPool, nn.AveragePool, tensor.Reshape, tensor.Transpose, tensor.Slice, tensor.Expand)

@@ -20,6 +20,10 @@ So a large Splat feeding an Add with an activation stays a Splat, while a large
 Splat filter of a Conv becomes a Constant. A node whose kernel fails on its
 constant operands (say, an out-of-range Gather index) is left for run time to
 report.
+
+Dequantize of a Constant (the int8 weights of an imported QDQ model) is not
+folded: the quantization pipeline's fold-qdq turns it into integer compute, and
+its last pass, fold-dequantized, folds what stays float.
 """
 from __future__ import annotations
 
@@ -41,9 +45,10 @@ class FoldConstants(Pass):
     """Replace constant-only nodes by Constants, within the memory rule above."""
 
     name = "fold-constants"
+    fold_dequantize = False
 
     def run(self, function: Function) -> bool:
-        computable = _constant_computable(function)
+        computable = _constant_computable(function, self.fold_dequantize)
         weights: dict[Node, bool] = {}
         changed = False
         for node in list(function.nodes):
@@ -65,11 +70,11 @@ class FoldConstants(Pass):
         return changed
 
 
-def _constant_computable(function: Function) -> set[Node]:
+def _constant_computable(function: Function, dequantize: bool) -> set[Node]:
     """Nodes computable at compile time: operands are Constants or such nodes, and a kernel exists."""
     computable: set[Node] = set()
     for node in function.nodes:
-        if isinstance(node, Save) or node.kind not in KERNELS:
+        if isinstance(node, Save) or node.kind not in KERNELS or (node.kind == "Dequantize" and not dequantize):
             continue
         if all(isinstance(v.node, Constant) or v.node in computable for v in node.present_inputs()):
             computable.add(node)
@@ -96,3 +101,11 @@ def _reads_as_weight(user: Node, node: Node) -> bool:
     if isinstance(user, Storage) or user.spec.family not in WEIGHT_FAMILIES:
         return False
     return all(slot > 0 for slot, v in enumerate(user.inputs) if v is not None and v.node is node)
+
+
+@register_pass
+class FoldDequantized(FoldConstants):
+    """fold-constants that also folds Dequantize of Constants (quantized weights that stay float)."""
+
+    name = "fold-dequantized"
+    fold_dequantize = True

@@ -42,13 +42,22 @@ POST_LOWERING = Pipeline("post-lowering", [
 ])
 
 QUANTIZATION = Pipeline("quantization", [
-    Entry("fold-constants", why="Quantize of weights and biases becomes int8 and int32 Constants"),
     Entry("merge-conversions", "fixpoint", why="each node was quantized on its own: Dequantize->Quantize pairs meet"),
     Entry("move-conversions", "fixpoint", why="conversions cross layout ops and max pools to meet their pairs"),
-    Entry("merge-conversions", "fixpoint", why="the pairs the moves brought together"),
+    Entry("fold-constants", why="Quantize of weights and biases, and layout ops on int8 weights, become Constants"),
+    Entry("fold-qdq", "fixpoint", why="imported QDQ models: float ops between conversions become integer ones"),
+    Entry("fold-constants", why="the int32 biases fold-qdq rescaled"),
+    Entry("merge-conversions", "fixpoint", why="the pairs the moves and fold-qdq brought together"),
     Entry("fold-rescale", "fixpoint", why="no-op and chained requantizations fold"),
     Entry("cse", why="operands quantized twice to one type are one node"),
+    Entry("fold-dequantized", why="quantized weights of ops that stay float become float Constants"),
     Entry("dce", why="drop the float nodes the islands replaced"),
 ])
 
-PIPELINES = {p.name: p for p in (GRAPH_OPTIMIZATION, POST_LOWERING, QUANTIZATION)}
+FLOAT_WEIGHTS = Pipeline("float-weights", [
+    Entry("fold-dequantized", why="an imported quantized model on a backend without integer ops: "
+                                  "its int8 weights become float Constants once, not at every run"),
+    Entry("dce", why="drop the int8 weights"),
+])
+
+PIPELINES = {p.name: p for p in (GRAPH_OPTIMIZATION, POST_LOWERING, QUANTIZATION, FLOAT_WEIGHTS)}

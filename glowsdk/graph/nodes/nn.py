@@ -121,11 +121,19 @@ def _conv_type(node: Node) -> Type:
     return image.with_shape(shape)
 
 
+def quantized_bias_type(image: Type, filt: Type) -> Type:
+    """The type a quantized Conv's bias has: int32 at the accumulator's scale s_x * s_w (one per filter
+    when the filter is quantized per channel), offset 0."""
+    filters = filt.shape[0]
+    if filt.per_channel:
+        return Type(ElemKind.QINT32, (filters,), tuple(image.scale * s for s in filt.scale), (0,) * filters, 0)
+    return Type(ElemKind.QINT32, (filters,), image.scale * filt.scale, 0)
+
+
 def _verify_conv(node: Node) -> None:
     _require_shape(node, "bias", (node.type.shape[1],))
     if node.type.elem.is_quantized:
-        acc = node.type
-        expected = Type(acc.elem, (acc.shape[1],), acc.scale, acc.offset, None if acc.axis is None else 0)
+        expected = quantized_bias_type(node.input.type, node.filter.type)
         if node.bias is not None and node.bias.type != expected:
             raise node.fail(f"the bias of a quantized Conv must have the accumulator's scale and offset "
                             f"({expected}), got {node.bias.type}")

@@ -57,6 +57,27 @@ def fixed_point_multiplier(source_scale: float, result_scale: float) -> tuple[in
     return numerics.quantize_multiplier(float(ratio))
 
 
+def real_range(type_: Type) -> tuple[float, float]:
+    """The smallest and largest real values a per-tensor quantized type represents."""
+    low, high = integer_range(type_.elem)
+    return (low - type_.offset) * type_.scale, (high - type_.offset) * type_.scale
+
+
+def covering_type(types: list[Type], shape: tuple[int, ...]) -> Type:
+    """A per-tensor int8q type whose range holds every range of `types` (the last one if it already does).
+
+    A same-type Add or Sub saturates its operands to the shared type, so they
+    meet in a type that holds the operands' ranges and the result's.
+    """
+    ranges = [real_range(t) for t in types]
+    low, high = min(r[0] for r in ranges), max(r[1] for r in ranges)
+    for t, r in zip(reversed(types), reversed(ranges)):
+        if r[0] <= low and r[1] >= high and t.elem is ElemKind.QINT8:
+            return t.with_shape(shape)
+    scale = float(np.float32((high - low) / 255.0))
+    return Type(ElemKind.QINT8, shape, scale, int(np.clip(round(-128 - low / scale), -128, 127)))
+
+
 def _result_type(node: Node) -> Type:
     """The `result_type` attribute, which must keep the operand's shape."""
     if node.result_type.shape != node.input.type.shape:

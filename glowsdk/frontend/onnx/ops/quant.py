@@ -13,8 +13,12 @@ Two paths, both exact:
   Cast (saturating unless the node says saturate=0). Per-axis and blocked
   scales must be known at compile time (they are expanded to broadcast against
   the input); per-tensor ones may be run-time values.
-MatMulInteger and ConvInteger, and the accumulators of the QLinear ops, are
-`IntegerMatMul` and `IntegerConv`.
+MatMulInteger and ConvInteger are `IntegerMatMul` and `IntegerConv`. QLinearConv
+and QLinearMatMul with compile-time float32 scales (per tensor, or per output
+channel for the weights when their zero points are 0) import onto the same
+quantized IR that glowsdk's own quantizer produces: Conv or MatMul on quantized
+operands, an int32 accumulator, and a `Rescale`; their other forms accumulate with
+`IntegerConv` / `IntegerMatMul`.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import numpy as np
 
 from ....graph.node import NodeValue
 from ....graph.nodes import elementwise as ew
+from ....graph.nodes import linalg, nn
 from ....graph.nodes import quant as q
 from ....graph.types import ElemKind, Type, broadcast_shapes
 from ..context import OnnxNode, elem_of_onnx
@@ -291,8 +296,48 @@ def _requantize(node: OnnxNode, acc: NodeValue, scales: tuple[int, int, int], ou
     return _saturate_cast(node, value, out)
 
 
+def _typed(node: OnnxNode, index: int, scale: int, zero: int, channel_axis: int | None = None) -> NodeValue | None:
+    """Input `index` as a quantized value (float32 scale and zero point known at compile time), or None.
+
+    A per-channel scale along `channel_axis` is accepted when every zero point is 0.
+    """
+    value = node.input(index)
+    raw = q.storage(value.type.elem)
+    if raw not in (ElemKind.INT8, ElemKind.UINT8) or node.input(scale).type.elem is not ElemKind.FLOAT32:
+        return None
+    params = _per_tensor(node, scale, zero)
+    if params is not None:
+        typed = Type(_QUANTIZED[raw], value.type.shape, *params)
+    elif channel_axis is not None and node.is_const(scale) and (not node.has_input(zero) or node.is_const(zero)):
+        scales = node.const(scale, "the per-channel scale").reshape(-1)
+        zeros = node.const(zero, "the zero point").reshape(-1) if node.has_input(zero) else np.zeros(1)
+        if scales.size != value.type.shape[channel_axis] or zeros.any() or not (scales > 0).all():
+            return None
+        typed = Type(_QUANTIZED[raw], value.type.shape, tuple(map(float, scales)), (0,) * scales.size, channel_axis)
+    else:
+        return None
+    if value.type == typed:
+        return value
+    return node.add(q.Reinterpret, plain(node, value), suffix="typed", result_type=typed)
+
+
+def _typed_output(node: OnnxNode, acc: NodeValue, scale: int, zero: int) -> NodeValue | None:
+    """The Rescale of a typed accumulator to the y_scale / y_zero_point type, or None if those are not typed."""
+    kind = q.storage(node.input(zero).type.elem) if node.has_input(zero) else q.storage(node.input(0).type.elem)
+    params = _per_tensor(node, scale, zero)
+    if params is None or kind not in (ElemKind.INT8, ElemKind.UINT8) or \
+            node.input(scale).type.elem is not ElemKind.FLOAT32:
+        return None
+    return node.add(q.Rescale, acc, result_type=Type(_QUANTIZED[kind], acc.type.shape, *params))
+
+
 @converter("QLinearMatMul")
 def _qlinear_matmul(node: OnnxNode):
+    a, b = _typed(node, 0, 1, 2), _typed(node, 3, 4, 5, channel_axis=node.input(3).type.rank - 1)
+    if a is not None and b is not None and _per_tensor(node, 6, 7) is not None:
+        typed = _typed_output(node, node.add(linalg.MatMul, a, b, suffix="accumulate"), 6, 7)
+        if typed is not None:
+            return typed
     acc = _integer_matmul(node, 0, 2, 3, 5, suffix="accumulate")
     return _requantize(node, acc, (1, 4, 6), 7, None, q.storage(node.input(0).type.elem))
 
@@ -300,5 +345,16 @@ def _qlinear_matmul(node: OnnxNode):
 @converter("QLinearConv")
 def _qlinear_conv(node: OnnxNode):
     bias = 8 if node.has_input(8) else None
+    x, w = _typed(node, 0, 1, 2), _typed(node, 3, 4, 5, channel_axis=0)
+    if x is not None and w is not None and _per_tensor(node, 6, 7) is not None:
+        attrs = dict(group=int(node.attr("group", 1)),
+                     **window_attrs(node, x, node.attr("kernel_shape") or w.type.shape[2:]))
+        typed_bias = None
+        if bias is not None:
+            typed_bias = node.add(q.Reinterpret, plain(node, node.input(bias)), suffix="bias",
+                                  result_type=nn.quantized_bias_type(x.type, w.type))
+        typed = _typed_output(node, node.add(nn.Conv, x, w, typed_bias, suffix="accumulate", **attrs), 6, 7)
+        if typed is not None:
+            return typed
     acc = _integer_conv(node, 0, 2, 3, 5, bias, suffix="accumulate")
     return _requantize(node, acc, (1, 4, 6), 7, 1, q.storage(node.input(0).type.elem))
