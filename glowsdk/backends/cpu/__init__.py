@@ -1,1 +1,4 @@
-"""The LLVM CPU backend (paper section 5). Not registered as a target until it compiles code."""
+"""The LLVM CPU backend (paper section 5): specialised kernels, operator stacking, host JIT."""
+from .backend import CpuBackend
+
+__all__ = ["CpuBackend"]

@@ -1,0 +1,88 @@
+"""The element-wise kernel: one loop nest over the result computing a stack of scalar ops.
+
+A step here is one element-wise instruction or a stack of them (stacking.py) of
+one result shape. Sources broadcast (numpy rules) through zero strides, and
+adjacent dims that every operand walks the same way are merged, so a same-shape
+stack is one flat loop that LLVM vectorises. Per element, the instructions run
+in program order: a source that an earlier instruction of the step wrote at the
+same address is taken from that instruction's result without touching memory,
+and a destination is stored unless the step says nobody reads it afterwards.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from llvmlite import ir
+
+from ..codegen.kinds import load, store
+from ..codegen.loops import linear_index, loop_nest, merge_dims, row_major_strides
+from ..codegen.module import KernelContext, Step
+from .scalar import SCALARS
+from .table import KERNELS, register
+
+Key = tuple[str, int, tuple[int, ...], Any]
+"""Where an operand's elements are: region, byte offset, shape, element kind."""
+
+
+def operand_key(ctx: KernelContext, value: Any) -> Key:
+    region, offset = ctx.owner.program.plan.address(value)
+    return region, offset, value.type.shape, value.type.elem
+
+
+def broadcast_strides(shape: Sequence[int], out: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of a row-major `shape` read as `out` (numpy broadcasting: 0 where it repeats)."""
+    padded = (1,) * (len(out) - len(shape)) + tuple(shape)
+    strides = (0,) * (len(out) - len(shape)) + row_major_strides(shape)
+    return tuple(0 if size != full else stride for size, full, stride in zip(padded, out, strides))
+
+
+def merged_layout(out: Sequence[int], shapes: Sequence[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
+    """Loop dims over `out` and each operand's (broadcast) stride per dim, merged (see merge_dims)."""
+    return merge_dims(out, [broadcast_strides(shape, out) for shape in shapes])
+
+
+def build_elementwise(ctx: KernelContext, step: Step) -> None:
+    """The loop computing every instruction of `step` per element."""
+    builder = ctx.builder
+    out = step.instrs[0].types[0].shape
+    operands = _distinct_operands(ctx, step)
+    dims, strides = merged_layout(out, [v.type.shape for v in operands.values()])
+    pointers = {key: ctx.address(value) for key, value in operands.items()}
+    layout = dict(zip(operands, strides))
+    with loop_nest(builder, dims) as indices:
+        known: dict[Key, ir.Value] = {}
+
+        def index(key: Key) -> ir.Value:
+            return linear_index(builder, indices, layout[key])
+
+        for number, instr in enumerate(step.instrs):
+            args = []
+            for source in instr.inputs:
+                key = operand_key(ctx, source)
+                if key not in known:
+                    known[key] = load(builder, pointers[key], source.type.elem, index(key))
+                args.append(known[key])
+            dest = instr.operands[0]
+            key = operand_key(ctx, dest)
+            known[key] = SCALARS[instr.kind].scalar(ctx, instr, args)
+            if number not in step.unstored:
+                store(builder, known[key], pointers[key], dest.type.elem, index(key))
+
+
+def _distinct_operands(ctx: KernelContext, step: Step) -> dict[Key, Any]:
+    """Every operand of the step once per address, in first-use order."""
+    found: dict[Key, Any] = {}
+    for instr in step.instrs:
+        for value in [instr.operands[0], *instr.inputs]:
+            found.setdefault(operand_key(ctx, value), value)
+    return found
+
+
+for _kind, _record in SCALARS.items():
+    register(_kind, _record.elems, build_elementwise, accepts=_record.accepts, scalar=_record.scalar)
+
+
+def is_stackable(kind: str) -> bool:
+    """Whether instructions of `kind` may join a stack (they have per-element semantics)."""
+    record = KERNELS.get(kind)
+    return record is not None and record.scalar is not None

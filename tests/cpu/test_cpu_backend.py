@@ -1,0 +1,78 @@
+"""The CPU backend as a whole: light models, the primitive table, unsupported ops, --dump-llvm."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import glowsdk
+from cpu_util import make
+from glowsdk.backends import get_backend
+from glowsdk.backends.base import CompileOptions
+from glowsdk.backends.cpu.kernels import KERNELS
+from glowsdk.cli.main import main
+from glowsdk.compiler.lowering.primitives import PRIMITIVES
+from glowsdk.compiler.pipeline import compile_function
+from glowsdk.errors import UnsupportedError, UnsupportedOpsError
+from glowsdk.graph import ElemKind
+from glowsdk.graph.nodes import linalg, reduce
+
+F32 = ElemKind.FLOAT32
+MODEL_TOL = 1e-4
+"""Relative to the largest output: a whole network sums in another order at every layer."""
+
+
+@pytest.mark.parametrize("name", ["squeezenet"])
+def test_light_model_matches_the_interpreter(name):
+    network = glowsdk.load(name, random_weights=0)
+    cpu = compile_function(network.function, get_backend("cpu"))
+    feeds = network.random_inputs(0)
+    got = cpu.execute(feeds)
+    want = compile_function(network.function, get_backend("interpreter")).execute(feeds)
+    for key in want:
+        scale = np.abs(want[key]).max()
+        assert np.abs(got[key] - want[key]).max() <= MODEL_TOL * scale, key
+        assert (got[key].argmax(axis=-1) == want[key].argmax(axis=-1)).all()
+
+
+def test_primitives_come_from_the_kernel_table():
+    backend = get_backend("cpu")
+    assert set(backend.primitives) <= set(PRIMITIVES)
+    assert set(backend.primitives) == set(KERNELS) & set(PRIMITIVES)
+    assert "Conv" in backend.primitives and "TopK" not in backend.primitives
+
+
+def test_unsupported_ops_are_reported_not_computed():
+    fn = make([((3, 4), F32)], lambda fn, v: list(fn.create(reduce.TopK, [v[0]], k=2, axis=1).results))
+    with pytest.raises(UnsupportedOpsError, match="TopK"):
+        compile_function(fn, get_backend("cpu"))
+
+
+def test_unsupported_element_kind_is_reported():
+    fn = make([((3, 4), ElemKind.INT32), ((4, 2), ElemKind.INT32)],
+              lambda fn, v: [fn.add(linalg.MatMul, v[0], v[1])])
+    with pytest.raises(UnsupportedOpsError, match="MatMul"):
+        compile_function(fn, get_backend("cpu"))
+
+
+def test_unknown_option_is_one_line_error():
+    fn = make([((3,), F32)], lambda fn, v: [v[0]])
+    with pytest.raises(UnsupportedError, match="no option"):
+        compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": 2}))
+
+
+def test_cli_dump_llvm_shows_the_stacked_loop(tmp_path, capsys):
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Tanh", ["a"], ["t"]),
+             helper.make_node("Mul", ["t", "x"], ["y"])]
+    value = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])
+    result = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 8])
+    model = helper.make_model(helper.make_graph(nodes, "chain", [value], [result]),
+                              opset_imports=[helper.make_opsetid("", 21)])
+    onnx.save(model, tmp_path / "chain.onnx")
+    path = tmp_path / "chain.ll"
+    assert main(["compile", str(tmp_path / "chain.onnx"), "--target", "cpu", "--dump-llvm", str(path)]) == 0
+    text = path.read_text()
+    assert "@\"glowsdk_main\"(ptr noalias %\"constants\", ptr noalias %\"activations\"" in text
+    assert text.count("define internal") == 1 and "stack3." in text  # add, tanh, mul: one loop
+    assert "for target cpu" in capsys.readouterr().out
