@@ -19,7 +19,7 @@ version 3, where every weight is also an input, which stops onnxruntime from
 folding batch norms into convolutions); the opset 9 models are converted to
 opset 13 (`onnx.version_converter`), which per-channel DequantizeLinear needs
 (its `axis`); and `quant_pre_process` runs shape inference and graph
-optimisation. The float outputs come from the unconverted model.
+optimisation. The float outputs come from the model before conversion.
 """
 from __future__ import annotations
 
@@ -223,10 +223,14 @@ def glowsdk_side(model: onnx.ModelProto, calibration: Sequence[Sample], evaluati
     except ImportError as err:
         result.rows.extend(Row(m, unavailable=f"quantizer not available: {err}") for m in GLOWSDK_METHODS)
         return
-    with progress.stage("glowsdk import"):
-        network = glowsdk.load(model)
-    with progress.stage(f"glowsdk profile ({len(calibration)} samples)"):
-        profile = collect_profile(network, calibration)
+    try:
+        with progress.stage("glowsdk import"):
+            network = glowsdk.load(model)
+        with progress.stage(f"glowsdk profile ({len(calibration)} samples)"):
+            profile = collect_profile(network, calibration)
+    except GlowError as err:
+        result.rows.extend(Row(m, unavailable=f"glowsdk failed to import or profile: {err}") for m in GLOWSDK_METHODS)
+        return
     for method, options in GLOWSDK_METHODS.items():
         try:  # a TypeError here means this glowsdk's quantizer lacks an option the method needs
             with progress.stage(f"{method}: quantize and compile"):
