@@ -178,7 +178,7 @@ def test_move_conversions_lets_layout_ops_move_bytes():
 def test_fold_rescale_chains_and_saturated_relu():
     t = Type(QI8, (6,), 0.1, -128)
     module, fn, x = graph_with(Type(ElemKind.QINT32, (6,), 0.01, 0))
-    first = fn.add(quant.Rescale, x, result_type=Type(QI8, (6,), 0.05, 0))
+    first = fn.add(quant.Rescale, x, result_type=Type(QI8, (6,), 0.25, 0))  # its range holds the result's
     second = fn.add(quant.Rescale, first, result_type=t)
     lowest = module.create_constant("lowest", np.full((1,), -128, np.int8), t.with_shape((1,))).result()
     fn.save(fn.add(nodes.Max, second, lowest), "y")
@@ -188,6 +188,17 @@ def test_fold_rescale_chains_and_saturated_relu():
     q = np.array([-20000, -7, 0, 7, 999, 30000], np.int32)
     got = evaluate(folded, {"x": q})["y"]
     assert got.tolist() == [-128, -128, -128, -127, -28, 127]  # one rounding of q * 0.01 / 0.1, offset -128
+
+
+def test_fold_rescale_keeps_a_clamp_the_result_type_would_not_make():
+    """Rescale into a ReLU's type [0, ..] then into a wider signed type: folding would drop the ReLU."""
+    module, fn, x = graph_with(Type(QI8, (5,), 0.5, -4))
+    relu = fn.add(quant.Rescale, x, result_type=Type(QI8, (5,), 0.5, -128))
+    fn.save(fn.add(quant.Rescale, relu, result_type=Type(QI8, (5,), 1.0, 0)), "y")
+    q = np.array([-128, -20, -4, 10, 127], np.int8)
+    copy, changed = same_numbers(fn, ["fold-rescale", "dce"], {"x": q})
+    assert not changed and copy.count_kinds()["Rescale"] == 2
+    assert evaluate(copy, {"x": q})["y"].tolist() == [0, 0, 0, 7, 66]  # max(real, 0), rounded half to even
 
 
 # -- CLI ----------------------------------------------------------------------------------------
@@ -300,5 +311,6 @@ def test_an_onnxruntime_qdq_model_imports_onto_integer_ops(tmp_path):
         want, got = session.run(None, sample)[0], compiled.run(sample)["y"]
         # two logits a step (about 0.07) apart each way move a softmax output by at most 0.25 * 2 * 0.07,
         # plus one step (1/255) of the output's own int8 grid
-        assert np.abs(want - got).max() <= 0.04
-        assert (want.argmax(1) == got.argmax(1)).all()
+        assert np.abs(want - got).max() <= 0.04, (want, got)
+        unique = (want == want.max(axis=1, keepdims=True)).sum(axis=1) == 1  # int8 outputs can tie
+        assert (want.argmax(1) == got.argmax(1))[unique].all(), (want, got)

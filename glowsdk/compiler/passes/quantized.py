@@ -9,7 +9,9 @@ Dequantize; these rules turn that into integer islands:
   a Dequantize sinks below them and a Quantize rises above them, until the two
   meet and merge; the layout op then moves bytes, not floats;
 - fold-rescale: Rescale to the same type is nothing; Rescale(Rescale(q)) and
-  Rescale(Quantize(x)) become one conversion with one rounding; and a Max with
+  Rescale(Quantize(x)) become one conversion with one rounding when the middle
+  type clips nothing that the result keeps (a ReLU's clamp to its type's
+  lowest value must survive a later widening Rescale); and a Max with
   the lowest value of its type (a ReLU whose output type starts at 0, so the
   requantization before it already clamps) is nothing.
 - fold-qdq: a float Conv or MatMul whose operands are all dequantized 8-bit
@@ -78,15 +80,25 @@ def _hoist_quantize(node: Node) -> NodeValue | None:
     return emit(node, type(layout), *parts, **layout.attrs)
 
 
+def _holds(outer: Type, inner: Type) -> bool:
+    """Whether the real range of per-tensor type `outer` holds that of `inner`."""
+    if outer.per_channel or inner.per_channel:
+        return False
+    (lo, hi), (inner_lo, inner_hi) = quant.real_range(outer), quant.real_range(inner)
+    return lo <= inner_lo and hi >= inner_hi
+
+
 @FOLD.rule(quant.Rescale)
 def _fold_rescale(node: Node) -> NodeValue | None:
-    # Rescale(q) to q's own type -> q; Rescale(Rescale(q)) -> Rescale(q); Rescale(Quantize(x)) -> Quantize(x)
+    # Rescale(q) to q's own type -> q; Rescale(Rescale(q)) -> Rescale(q); Rescale(Quantize(x)) -> Quantize(x),
+    # when the middle type saturates nothing the result keeps: it holds the result's range (or the input's)
     if node.input.type == node.type:
         return node.input
     inner = node.input.node
-    if isinstance(inner, quant.Rescale):
+    middle = node.input.type
+    if isinstance(inner, quant.Rescale) and (_holds(middle, node.type) or _holds(middle, inner.input.type)):
         return emit(node, quant.Rescale, inner.input, result_type=node.type)
-    if isinstance(inner, quant.Quantize):
+    if isinstance(inner, quant.Quantize) and _holds(middle, node.type):
         return emit(node, quant.Quantize, inner.input, result_type=node.type, precision=inner.precision)
     return None
 
