@@ -3,8 +3,8 @@
 The container's memory plan is absolute (vendor_guide/npub_format.md): the constants section goes
 to the start of the constants region, each input tensor (dense, row-major) to its address, and
 each output is read back from its address. Inputs given as floats are quantized with the tensor
-table's scale and offset (round half to even, as ONNX QuantizeLinear; saturated to the element
-type); quantized outputs are dequantized to float32, others returned as stored.
+table's scale and offset (divided in float32, round half to even, saturated to the element type:
+bit-identical to the interpreter's Quantize kernel); quantized outputs are dequantized to float32, others returned as stored.
 """
 from __future__ import annotations
 
@@ -54,7 +54,9 @@ def quantize(name: str, value: np.ndarray, tensor: TensorInfo) -> np.ndarray:
                                 f"has no quantization scale; give {tensor.elem} data")
         if not np.isfinite(value).all():
             raise SimInputError(f"input '{name}': NaN or infinity cannot be quantized to {tensor.elem}")
-        quantized = np.rint(value.astype(np.float64) / tensor.scale) + tensor.offset
+        # As the interpreter's Quantize: the division in float32, then round half to even and saturate.
+        scaled = np.rint(value.astype(np.float32) / np.float32(tensor.scale))
+        quantized = scaled.astype(np.float64) + tensor.offset
         return np.ascontiguousarray(np.clip(quantized, info.min, info.max).astype(dtype))
     if value.size and (value.min() < info.min or value.max() > info.max):
         raise SimInputError(f"input '{name}': values {value.min()}..{value.max()} do not fit tensor "

@@ -85,6 +85,8 @@ class Backend(ABC):
 
     name: ClassVar[str]
     primitives: ClassVar[Mapping[str, frozenset[ElemKind]]] = {}
+    requires_quantization: ClassVar[bool] = False
+    """True for a device that computes in integers only: the CLI then quantizes even without a profile."""
 
     def is_op_supported(self, node: Node) -> bool:
         """Whether this backend can execute `node` as it is after lowering.

@@ -70,8 +70,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     ir_after = _pass_names("--dump-ir-after", args.dump_ir_after, IR_PASSES)
     if args.dump_dir:
         check_writable_folder(args.dump_dir, "--dump-dir")
-    quantization = options.quantization_config(args)
     network = options.load_network(args)
+    quantization = options.quantization_config(args, network)
     backend = get_backend(args.target)
     counts: dict[str, dict[str, int]] = {}
     render = format_dot if args.dump_graph == "dot" else format_function
@@ -99,6 +99,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.dump_llvm:  # backend-specific: the cpu target writes its LLVM module there
         check_writable_file(args.dump_llvm, "--dump-llvm")
         extra["dump_llvm"] = args.dump_llvm
+    if args.o:  # backend-specific: the npu target writes its .npub binary there
+        check_writable_file(args.o, "-o")
+        extra["output"] = args.o
     compiled = compile_function(network.function, backend, CompileOptions(extra=extra, ir_passes=ir_manager),
                                 passes=manager, on_stage=on_stage, quantization=quantization)
     program = compiled.program
@@ -158,7 +161,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     generated = network.random_inputs(args.seed)
     for name, value in generated.items():
         feeds.setdefault(name, value)
-    quantization = options.quantization_config(args)
+    quantization = options.quantization_config(args, network)
     compiled = api.compile(network, args.target, quantization=quantization)
     outputs = compiled.run(feeds)
     if args.output:
@@ -312,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--dump-ir-after", metavar="PASS[,PASS]", help="dump the IR after these IR passes")
     comp.add_argument("--dump-llvm", metavar="FILE", help="cpu target: write the generated LLVM module to FILE")
     comp.add_argument("--print-pipeline", action="store_true", help="print the pass pipelines and exit")
+    comp.add_argument("-o", metavar="FILE", help="npu target: write the compiled .npub binary to FILE")
     comp.set_defaults(func=cmd_compile)
 
     dump = sub.add_parser("dump", help="print the imported graph as text or Graphviz DOT")

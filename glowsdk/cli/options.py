@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 
 import numpy as np
 
@@ -61,13 +62,35 @@ def add_quantization_args(p: argparse.ArgumentParser, required: bool = False) ->
                    help="one scale per output channel for Conv filters and MatMul weights")
     p.add_argument("--keep-float", metavar="OP[,OP]",
                    help="node kinds (Conv, MatMul, Add, ...) or node names to keep in float")
+    p.add_argument("--calibration-random", type=positive_count, metavar="N",
+                   help="without --load-profile: profile on N seeded random inputs first (accuracy unknown); "
+                        f"targets that run only int8 (npu) do this with N={RANDOM_CALIBRATION_DEFAULT} unasked")
 
 
-def quantization_config(args: argparse.Namespace):
-    """The QuantizationConfig the options ask for, or None; GlowError for options given without a profile."""
-    from ..quantization import QuantizationConfig, load_profile
+RANDOM_CALIBRATION_DEFAULT = 8
+"""Random calibration samples for a target that runs only quantized code when no profile is given."""
 
-    if args.load_profile is None:
+
+def quantization_config(args: argparse.Namespace, network):
+    """The QuantizationConfig the options ask for, or None; GlowError for options given without a profile.
+
+    Without a profile, `--calibration-random N` (or a target whose backend requires
+    quantization) profiles `network` on seeded random inputs first, with a warning on
+    stderr that accuracy is then unknown.
+    """
+    from ..backends.registry import get_backend
+    from ..quantization import QuantizationConfig, calibration_random, collect_profile, load_profile
+
+    count = args.calibration_random
+    if args.load_profile is None and not count and get_backend(args.target).requires_quantization:
+        count = RANDOM_CALIBRATION_DEFAULT
+    if args.load_profile is not None:
+        profile = load_profile(args.load_profile)
+    elif count:
+        print(f"warning: quantizing with a profile of {count} random inputs (no --load-profile): "
+              f"accuracy is unknown", file=sys.stderr)
+        profile = collect_profile(network, calibration_random(network, count))
+    else:
         given = [flag for flag, value in (("--schema", args.schema), ("--calibration", args.calibration),
                                           ("--per-channel", args.per_channel or None),
                                           ("--keep-float", args.keep_float)) if value is not None]
@@ -75,9 +98,8 @@ def quantization_config(args: argparse.Namespace):
             raise GlowError(f"{given[0]} needs --load-profile FILE (quantization starts from a profile)")
         return None
     keep = frozenset(k.strip() for k in (args.keep_float or "").split(",") if k.strip())
-    return QuantizationConfig(load_profile(args.load_profile), schema=args.schema or "asymmetric",
-                              calibration=args.calibration or "minmax", per_channel=args.per_channel,
-                              keep_float=keep)
+    return QuantizationConfig(profile, schema=args.schema or "asymmetric", calibration=args.calibration or "minmax",
+                              per_channel=args.per_channel, keep_float=keep)
 
 
 def load_network(args: argparse.Namespace):

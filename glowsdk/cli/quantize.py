@@ -18,9 +18,9 @@ def cmd_quantize_report(args: argparse.Namespace) -> int:
 
     if args.json:
         check_writable_file(args.json, "--json")
-    quantization = options.quantization_config(args)
     labels = load_npy(args.labels, "--labels: ").reshape(-1) if args.labels else None
     network = options.load_network(args)
+    quantization = options.quantization_config(args, network)
     samples = calibration_from_dir(args.inputs, network) if args.inputs else \
         calibration_random(network, args.random, args.seed)
     float_run = api.compile(network, args.target)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ..backends.base import Backend, CompiledFunction, CompileOptions, unsupported_nodes
-from ..errors import GraphError
+from ..errors import GraphError, UnsupportedOpsError
 from ..graph.function import Function
 from .lowering import lower_function
 from .passes import FLOAT_WEIGHTS, GRAPH_OPTIMIZATION, POST_LOWERING, QUANTIZATION, PassManager
@@ -55,7 +55,7 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
     hook("imported", function)
     manager.run(GRAPH_OPTIMIZATION, function)
     hook("optimized", function)
-    lower_function(function, backend, verify_each=verify_each)
+    lower_function(function, backend, verify_each=verify_each, check_support=not backend.requires_quantization)
     manager.run(POST_LOWERING, function)
     hook("lowered", function)
     if instrument is not None:
@@ -74,6 +74,11 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
     elif any(node.kind == "Dequantize" for node in function.nodes):
         function = _optimised_quantized(function, backend, manager)
         hook("quantized", function)
+    if backend.requires_quantization:
+        remaining = unsupported_nodes(function, backend)
+        if remaining:
+            why = "" if quantization is None else " (integer-only: these stay float after quantization)"
+            raise UnsupportedOpsError({n.kind for n in remaining}, f"target '{backend.name}'{why}")
     if backend.transform_post_lowering(function):
         try:
             function.verify()

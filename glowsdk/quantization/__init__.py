@@ -9,6 +9,7 @@
    converts the lowered graph into int8 islands (`convert.py`, parameters from
    `params.py`), which the compiler's QUANTIZATION pipeline then optimises.
 """
+from .accuracy import AccuracyReport, OutputAccuracy, compare_outputs
 from .calibration import CalibrationSet, calibration_from_dir, calibration_random
 from .collect import collect_profile
 from .convert import QuantizationConfig, QuantizationReport, quantize_function
@@ -17,7 +18,9 @@ from .instrument import PREFIX, instrument_for_profiling, profiled_values
 from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params
 from .profile import FORMAT, VERSION, Profile, ValueProfile, format_profile, load_profile, save_profile
 
-__all__ = ["CALIBRATIONS", "DEFAULT_BINS", "FORMAT", "PREFIX", "SCHEMAS", "VERSION", "CalibrationSet", "Histogram",
-           "Profile", "QuantizationConfig", "QuantizationReport", "ValueProfile", "calibrated_range",
-           "calibration_from_dir", "calibration_random", "choose_params", "collect_profile", "format_profile",
-           "instrument_for_profiling", "load_profile", "profiled_values", "quantize_function", "save_profile"]
+__all__ = ["AccuracyReport", "CALIBRATIONS", "DEFAULT_BINS", "FORMAT", "PREFIX", "SCHEMAS", "VERSION",
+           "CalibrationSet", "Histogram", "OutputAccuracy", "Profile", "QuantizationConfig",
+           "QuantizationReport", "ValueProfile", "calibrated_range", "calibration_from_dir",
+           "calibration_random", "choose_params", "collect_profile", "compare_outputs", "format_profile",
+           "instrument_for_profiling", "load_profile", "profiled_values", "quantize_function",
+           "save_profile"]

@@ -1,1 +1,4 @@
-"""The reference-NPU backend. Not registered as a target until it emits binaries."""
+"""The reference-NPU backend: quantized graphs compiled to `.npub` binaries (isa/), run on the simulator (sim/)."""
+from .backend import NpuBackend
+
+__all__ = ["NpuBackend"]

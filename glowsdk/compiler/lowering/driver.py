@@ -27,8 +27,10 @@ class LoweringReport:
     kept: Counter = field(default_factory=Counter)
 
 
-def lower_function(function: Function, backend: Backend, verify_each: bool = False) -> LoweringReport:
-    """Lower `function` for `backend`; UnsupportedOpsError lists what remains unsupported."""
+def lower_function(function: Function, backend: Backend, verify_each: bool = False,
+                   check_support: bool = True) -> LoweringReport:
+    """Lower `function` for `backend`; UnsupportedOpsError lists what remains unsupported (unless the caller
+    checks later: a backend that runs only quantized code supports the graph only once it is quantized)."""
     report = LoweringReport()
     worklist = list(function.nodes)
     while worklist:
@@ -62,7 +64,7 @@ def lower_function(function: Function, backend: Backend, verify_each: bool = Fal
                 raise GraphError(f"after lowering '{node.name}' ({node.kind}): {err}") from None
     function.erase_dead()
     function.verify()
-    remaining = unsupported_nodes(function, backend)
+    remaining = unsupported_nodes(function, backend) if check_support else []
     if remaining:
         raise UnsupportedOpsError({n.kind for n in remaining}, f"target '{backend.name}'")
     return report

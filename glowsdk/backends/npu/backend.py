@@ -1,0 +1,100 @@
+"""The reference-NPU backend: quantized graph in, `.npub` binary out, run on the simulator.
+
+The NPU computes int8 with int32 accumulators only, so it declares its primitives with quantized
+element kinds; it also accepts their float forms, so that lowering keeps them for the shared
+quantizer to convert (`is_op_supported`). What is still float after quantization, apart from the
+input Quantize and output Dequantize that the host binding performs, cannot run here: compile names
+those ops in one line. `CompiledFunction.execute` runs the binary on the SimPy simulator.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from isa.config import PRESETS, ArchConfig, resolve_config
+from isa.container import write_npub
+from sim.binding import run_binary
+
+from ...errors import UnsupportedError, UnsupportedOpsError
+from ...graph.function import Function
+from ...graph.node import Constant, Node, Placeholder
+from ...graph.types import ElemKind
+from ...reference.evaluator import check_inputs, declared_inputs
+from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
+from .binary import build_binary
+from .layers import LayerBuilder
+from .support import quantized_form_ok
+
+OPTIONS = {
+    "config": "architecture preset (edge, default, server) or configuration file (default: default)",
+    "output": "write the .npub binary to this file",
+}
+"""The backend-specific CompileOptions.extra keys the NPU backend understands."""
+
+Q8, Q32, F32 = ElemKind.QINT8, ElemKind.QINT32, ElemKind.FLOAT32
+_INT8 = frozenset({Q8})
+
+
+class NpuFunction(CompiledFunction):
+    """A function compiled to one NPU binary for one architecture configuration."""
+
+    def __init__(self, function: Function, config: ArchConfig, name: str) -> None:
+        super().__init__(function)
+        self._wanted = function.input_placeholders()
+        self._declared = declared_inputs(function)
+        self.config = config
+        builder = LayerBuilder(function, config)
+        self.layers = builder.build()
+        self.binary = build_binary(builder, self.layers, config,
+                                   {"model": name, "compiler": "glowsdk npu backend", "config": config.name})
+
+    def execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        checked = check_inputs(self._wanted, self._declared, inputs)
+        run = run_binary(self.binary, self.config, checked)
+        return run.outputs
+
+
+class NpuBackend(Backend):
+    """The glowsdk reference NPU (isa/, sim/): int8 convolutions, matrix products, pooling, element-wise."""
+
+    name = "npu"
+    requires_quantization = True
+    primitives = {
+        "Conv": frozenset({Q8, Q32}), "MatMul": frozenset({Q8, Q32}), "Add": frozenset({Q8, Q32}),
+        "Max": _INT8, "Min": _INT8, "MaxPool": _INT8, "AveragePool": _INT8,
+        "Reshape": _INT8, "Transpose": _INT8, "Concat": _INT8, "Slice": _INT8, "Rescale": frozenset({Q8, Q32}),
+        "Quantize": frozenset({Q8, Q32, F32}), "Dequantize": frozenset({Q8, F32}),
+    }
+
+    def is_op_supported(self, node: Node) -> bool:
+        return super().is_op_supported(node) and (node.kind in ("Quantize", "Dequantize") or quantized_form_ok(node))
+
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo(memory_bytes=PRESETS["default"].dram_bytes, description="glowsdk reference NPU (simulated)")
+
+    def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
+        unknown = set(options.extra) - set(OPTIONS)
+        if unknown:
+            raise UnsupportedError(f"the npu backend takes no option(s) {', '.join(sorted(unknown))}; "
+                                   f"it takes {', '.join(OPTIONS)}")
+        stuck = sorted({n.kind for n in function.nodes if not _runs_here(n)})
+        if stuck:
+            raise UnsupportedOpsError(stuck, "target 'npu' (int8 only; quantize with a profile, and ops still "
+                                             "float need the host)")
+        config = resolve_config(options.extra.get("config", "default"))
+        compiled = NpuFunction(function, config, function.name)
+        if options.extra.get("output"):
+            write_npub(options.extra["output"], compiled.binary)
+        return compiled
+
+
+def _runs_here(node: Node) -> bool:
+    """Storage and Save, the border conversions, and every op in its quantized form."""
+    if isinstance(node, (Constant, Placeholder)) or node.kind == "Save":
+        return True
+    if node.kind == "Quantize":
+        return isinstance(node.input.node, Placeholder) and node.type.elem is Q8
+    if node.kind == "Dequantize":
+        return all(u.kind == "Save" for u in node.users) and node.input.type.elem is Q8
+    return not any(t.elem is F32 for t in node.types) and quantized_form_ok(node)

@@ -1,0 +1,61 @@
+"""The `.npub` image of a compiled function: instructions per layer, constants, plan, tensors, bindings.
+
+Layers are planned first (tensors and constants placed by region offset), the memory plan then fixes
+the region bases, and only then are instructions generated, with absolute DRAM addresses.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from isa.config import ArchConfig, config_hash
+from isa.container import NpuBinary
+from isa.sections import Bindings, MemoryPlan
+
+from .dma import copy_tiles, transfers
+from .emitter import Emitter
+from .gemm import GemmLayer
+from .layers import CopyLayer, Layer, LayerBuilder
+from .pipeline import emit_layer
+from .tensors import DramTensor, tensor_info
+
+
+def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> None:
+    def base(tensor: DramTensor) -> int:
+        return getattr(plan, tensor.region).base + tensor.offset
+
+    body = layer.body
+    em.begin_layer()
+    if isinstance(body, GemmLayer):
+        prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
+        emit_layer(em, tiles, prologue, matmul_config)
+    elif isinstance(body, CopyLayer):
+        slot = config.scratchpad_bytes // 2
+        moves = transfers(body.source, body.result, base(body.source), base(body.result), slot)
+        emit_layer(em, copy_tiles(moves, (0, slot)))
+    else:
+        emit_layer(em, body.tiles(base, config))
+    em.end_layer(layer.name, layer.kind)
+
+
+def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig, metadata: dict) -> NpuBinary:
+    """Generate every layer's instructions and assemble the binary."""
+    plan = builder.planner.plan(len(builder.constants))
+    em = Emitter()
+    for layer in layers:
+        _emit(em, layer, config, plan)
+    tensors = list(builder.planner.tensors)
+    infos = []
+    seen: set[str] = set()
+    for tensor in tensors:
+        name = tensor.name
+        while name in seen:
+            name += "'"
+        seen.add(name)
+        infos.append(replace(tensor_info(tensor, plan), name=name))
+    index = {id(t): k for k, t in enumerate(tensors)}
+    bindings = Bindings(inputs={name: index[id(t)] for name, t in builder.inputs.items()},
+                        outputs={name: index[id(t)] for name, t in builder.outputs.items()})
+    return NpuBinary(config_hash=bytes.fromhex(config_hash(config)), plan=plan, instructions=em.finish(),
+                     constants=bytes(builder.constants), tensors=infos, bindings=bindings, debug=em.debug,
+                     metadata=metadata)
+

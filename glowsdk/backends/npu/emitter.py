@@ -1,0 +1,72 @@
+"""The instruction stream under construction: instructions, their semaphores, and the layer each belongs to.
+
+Layers run one after another: each ends with its last STORE signalling `DONE` and a NOP that waits
+for it, a dispatcher barrier, so the next layer's loads see every byte this one wrote. Inside a layer
+the engines overlap freely, ordered only by the semaphores the pipelines place (`pipeline.py`); every
+signal a layer makes is consumed inside it, so all semaphores are back at zero at each barrier and
+can be reused by the next layer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from isa.encoding import Instr, make_instr
+from isa.sections import DebugRange
+
+DONE = 0
+"""The semaphore a layer's last STORE signals and its closing barrier waits on."""
+
+
+@dataclass
+class Sync:
+    """A wait and a signal for one instruction; counts 0 mean none."""
+
+    wait: int = 0
+    wait_count: int = 0
+    signal: int = 0
+    signal_count: int = 0
+
+    def fields(self) -> dict[str, int]:
+        return {"wait_sem": self.wait if self.wait_count else 0, "wait_count": self.wait_count,
+                "signal_sem": self.signal if self.signal_count else 0, "signal_count": self.signal_count}
+
+
+@dataclass
+class Emitter:
+    """Appends instructions and records which layer produced which instruction range."""
+
+    instructions: list[Instr] = field(default_factory=list)
+    debug: list[DebugRange] = field(default_factory=list)
+    _layer_start: int = 0
+
+    def emit(self, mnemonic: str, sync: Sync | None = None, **fields: Any) -> int:
+        """Append one instruction; its index."""
+        self.instructions.append(make_instr(mnemonic, **fields, **(sync or Sync()).fields()))
+        return len(self.instructions) - 1
+
+    def set_sync(self, index: int, wait: tuple[int, int] | None = None,
+                 signal: tuple[int, int] | None = None) -> None:
+        """Add a wait or signal to an instruction already emitted (it must have none of that kind)."""
+        instr = self.instructions[index]
+        values: dict[str, Any] = instr.fields()
+        if wait is not None and wait[1]:
+            assert values["wait_count"] == 0, "instruction already waits"
+            values["wait_sem"], values["wait_count"] = wait
+        if signal is not None and signal[1]:
+            assert values["signal_count"] == 0, "instruction already signals"
+            values["signal_sem"], values["signal_count"] = signal
+        self.instructions[index] = instr.replace(**values)
+
+    def begin_layer(self) -> None:
+        self._layer_start = len(self.instructions)
+
+    def end_layer(self, name: str, kind: str) -> None:
+        """Close the layer with its barrier (waiting for the DONE signal its last STORE made)."""
+        self.emit("NOP", Sync(wait=DONE, wait_count=1))
+        self.debug.append(DebugRange(self._layer_start, len(self.instructions), name, kind))
+
+    def finish(self) -> list[Instr]:
+        self.emit("END")
+        return self.instructions
+

@@ -1,0 +1,187 @@
+"""Convolution and matrix-product layers: pre-tiled weights, the tile loop nest, its instructions.
+
+One layer is `Conv -> Rescale` or `MatMul [-> Add bias] -> Rescale` from the quantized graph. The
+input's zero point is folded into the bias (`bias - zp_x * sum(w)`, per output channel) and the
+convolution padding is written by the load DMA with the zero point, so the array multiplies raw
+int8 values (vendor_guide/npu_architecture.md, idioms). Per tile: load the input rows with their
+halo (implicit im2col reads them in place), the weight block, the bias repeated over the tile's
+pixels into the accumulator, MATMUL with accumulation over input-channel tiles, REQUANT into the
+scratchpad, STORE into the NHWC (or row-major) result.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from isa.config import ArchConfig
+
+from .pipeline import Spec, Step, Tile
+from .tensors import DramTensor
+from .tiling import ConvShape, Tiling, choose_tiling
+
+
+@dataclass(frozen=True)
+class Image:
+    """A DRAM tensor seen as batch x rows x pixels x channels, channels contiguous."""
+
+    tensor: DramTensor
+    batch: int
+    batch_stride: int
+    row_stride: int
+    pixel_stride: int
+
+    @staticmethod
+    def of(tensor: DramTensor) -> Image:
+        if len(tensor.shape) == 4:  # N, C, H, W stored NHWC
+            return Image(tensor, tensor.shape[0], tensor.strides[0], tensor.strides[2], tensor.strides[3])
+        rows, cols = tensor.shape  # an M x K matrix: M rows of one K-channel pixel
+        return Image(tensor, 1, 0, tensor.strides[0], cols)
+
+
+@dataclass(frozen=True)
+class Requant:
+    """Per-output-channel fixed-point multipliers and shifts, the output zero point."""
+
+    multipliers: np.ndarray
+    shifts: np.ndarray
+    zero: int
+
+    @property
+    def per_channel(self) -> bool:
+        return len(set(zip(self.multipliers.tolist(), self.shifts.tolist()))) > 1
+
+    def table(self) -> bytes:
+        table = np.zeros((len(self.multipliers), 8), np.uint8)
+        table[:, :4] = self.multipliers.astype("<i4").view(np.uint8).reshape(-1, 4)
+        table[:, 4] = self.shifts.astype(np.int8).view(np.uint8)
+        return table.tobytes()
+
+
+def pretile_weights(filters: np.ndarray, tiling: Tiling) -> list[tuple[int, int, bytes]]:
+    """(n0, c0, bytes) blocks of the O x C x KH x KW int8 filter, each (KH*KW*c) x n row-major with
+    rows ordered (ky, kx, ci): the K x N layout the array reads, one contiguous LOAD per block."""
+    out_channels, channels = filters.shape[:2]
+    blocks = []
+    for n0 in range(0, out_channels, tiling.n):
+        for c0 in range(0, channels, tiling.c):
+            block = filters[n0:n0 + tiling.n, c0:c0 + tiling.c]          # n, c, kh, kw
+            block = np.ascontiguousarray(block.transpose(2, 3, 1, 0))      # kh, kw, c, n
+            blocks.append((n0, c0, block.reshape(-1, block.shape[-1]).astype(np.int8).tobytes()))
+    return blocks
+
+
+@dataclass
+class GemmLayer:
+    """Everything one convolution/matrix layer needs, placed; `tiles` makes its instructions."""
+
+    shape: ConvShape
+    tiling: Tiling
+    source: Image
+    result: Image
+    weights: dict[tuple[int, int], int]
+    """(n0, c0) -> constants offset of the block"""
+    bias: int
+    """constants offset of the int32 bias (zero-point folded)"""
+    table: int
+    """constants offset of the per-channel requantize table"""
+    requant: Requant
+    x_zero: int
+    spad_table: int = 0
+
+    @staticmethod
+    def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
+             bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int]) -> GemmLayer:
+        """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants."""
+        table_bytes = 8 * shape.out_channels if requant.per_channel else 0
+        reserved = -(-table_bytes // 64) * 64
+        tiling = choose_tiling(shape, config, reserved)
+        sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
+        folded = (bias.astype(np.int64) - x_zero * sums + (1 << 31)) % (1 << 32) - (1 << 31)
+        weights = {(n0, c0): add_constant(data) for n0, c0, data in pretile_weights(filters, tiling)}
+        return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
+                         add_constant(requant.table()) if table_bytes else 0, requant, x_zero)
+
+    def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Spec], list[Tile], Spec]:
+        """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""
+        s, t = self.shape, self.tiling
+        table_bytes = 8 * s.out_channels if self.requant.per_channel else 0
+        slot_base = -(-table_bytes // 64) * 64
+        in_bytes, w_bytes = t.input_bytes(s), t.weight_bytes(s)
+        out_bytes = -(-t.rows * s.out_width * t.n // 64) * 64
+        inputs = [slot_base + k * (in_bytes + w_bytes) for k in (0, 1)]
+        outputs = [slot_base + 2 * (in_bytes + w_bytes) + k * out_bytes for k in (0, 1)]
+        accs = [0, t.rows * s.out_width * t.n]
+        prologue: list[Spec] = []
+        if table_bytes:
+            prologue = [_config_load(0, 0, table_bytes), ("LOAD", _load(constants + self.table, "spad", 0, 1, 1))]
+        source, result = base(self.source.tensor), base(self.result.tensor)
+        tiles, g = [], 0
+        dataflow = "ws"
+        config = None
+        for b in range(self.source.batch):
+            for oy0 in range(0, s.out_height, t.rows):
+                oy1 = min(s.out_height, oy0 + t.rows)
+                pixels = (oy1 - oy0) * s.out_width
+                dataflow = "os" if pixels < 32 else "ws"
+                for n0 in range(0, s.out_channels, t.n):
+                    n = min(t.n, s.out_channels - n0)
+                    slot = len(tiles) % 2
+                    steps = []
+                    for c0 in range(0, s.channels, t.c):
+                        c = min(t.c, s.channels - c0)
+                        ins, wgt = inputs[g % 2], inputs[g % 2] + in_bytes
+                        loads = self._input_loads(source + b * self.source.batch_stride + c0, oy0, oy1, c, ins)
+                        k = s.kh * s.kw * c
+                        loads += [_config_load(n, 0, n),
+                                  ("LOAD", _load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1))]
+                        if c0 == 0:
+                            loads += [_config_load(0, 0, 4 * n),
+                                      ("LOAD", _load(constants + self.bias + 4 * n0, "acc", accs[slot], pixels, 1))]
+                        config = ("CONFIG_MATMUL", dict(
+                            dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c, kw=s.kw,
+                            stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0], dil_w=s.dilation[1],
+                            row_pitch=s.padded_width * c, pixel_pitch=c))
+                        steps.append(Step(loads, [config, ("MATMUL", dict(
+                            inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=1))]))
+                        g += 1
+                    vector = [self._config_requant(n0), ("REQUANT", dict(
+                        dst=outputs[slot], src=accs[slot], rows=pixels, cols=n))]
+                    r = self.result
+                    stores = [("CONFIG_STORE", dict(row_stride=r.row_stride, plane_stride=0,
+                                                    col_stride=r.pixel_stride, elem_bytes=n)),
+                              ("STORE", dict(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
+                                             space="spad", sram=outputs[slot], planes=1, rows=oy1 - oy0,
+                                             cols=s.out_width))]
+                    tiles.append(Tile(steps, vector, stores))
+        return prologue, tiles, config
+
+    def _input_loads(self, dram: int, oy0: int, oy1: int, c: int, sram: int) -> list[Spec]:
+        s, src = self.shape, self.source
+        first = oy0 * s.stride[0] - s.pads[0]
+        last = first + s.in_rows(oy1 - oy0) - 1
+        y0, y1 = max(first, 0), min(last, s.height - 1)
+        pad = dict(pad_top=y0 - first, pad_bottom=last - y1, pad_left=s.pads[1], pad_right=s.pads[3],
+                   pad_value=self.x_zero)
+        return [("CONFIG_LOAD", dict(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
+                                     elem_bytes=c)),
+                ("CONFIG_PAD", pad),
+                ("LOAD", _load(dram + y0 * src.row_stride, "spad", sram, y1 - y0 + 1, s.width)),
+                ("CONFIG_PAD", dict(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0))]
+
+    def _config_requant(self, n0: int) -> Spec:
+        r = self.requant
+        per_channel = r.per_channel
+        return ("CONFIG_REQUANT", dict(
+            multiplier=0 if per_channel else int(r.multipliers[0]), shift=0 if per_channel else int(r.shifts[0]),
+            zero_point=r.zero, clamp_lo=-128, clamp_hi=127, per_channel=int(per_channel),
+            table=self.spad_table + 8 * n0 if per_channel else 0))
+
+
+def _config_load(row_stride: int, col_stride: int, elem_bytes: int) -> Spec:
+    return ("CONFIG_LOAD", dict(row_stride=row_stride, plane_stride=0, col_stride=col_stride, elem_bytes=elem_bytes))
+
+
+def _load(dram: int, space: str, sram: int, rows: int, cols: int) -> dict:
+    return dict(dram=dram, space=space, sram=sram, planes=1, rows=rows, cols=cols)

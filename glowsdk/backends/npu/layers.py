@@ -1,0 +1,259 @@
+"""From the scheduled, quantized graph to NPU layers placed in DRAM.
+
+Works on the graph rather than the low-level IR because the NPU's units are graph patterns (Conv or
+MatMul with its bias and Rescale is one layer: the accumulator never leaves the chip) and its
+tensors have their own layouts (NHWC images, pre-tiled weights) that the host allocator's flat
+buffers do not describe. Nodes are taken in the scheduled order; each becomes one layer, or none
+when it only renames bytes (a Reshape of a row-major tensor, the Rescale fused into a layer).
+The border stays on the host: an input's Quantize is the binding quantizing the float input, an
+output's Dequantize the binding dequantizing it (sim/binding.py), with the scale and offset the
+tensor table records.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from isa.config import ArchConfig
+
+from ...graph.function import Function
+from ...graph.node import Constant, Node, NodeValue, Placeholder
+from ...graph.nodes import quant
+from .gemm import GemmLayer, Image, Requant
+from .tensors import DramPlanner, DramTensor, dense_strides
+from .tiling import ConvShape
+from .vector import ElementwiseLayer, PoolLayer, check_requant
+
+
+@dataclass
+class CopyLayer:
+    """Bytes moved from one view to another of the same logical shape."""
+
+    source: DramTensor
+    result: DramTensor
+
+
+@dataclass
+class Layer:
+    name: str
+    kind: str
+    body: Any
+
+
+def _zero(value: NodeValue) -> int:
+    return int(value.type.offsets.reshape(-1)[0])
+
+
+def _scale(value: NodeValue) -> float:
+    return float(value.type.scales.reshape(-1)[0])
+
+
+def requant_params(source: NodeValue, result: NodeValue, channels: int, what: str) -> Requant:
+    """The fixed-point (M, shift) per channel of a Rescale from `source`'s scale(s) to `result`'s."""
+    scales = np.broadcast_to(source.type.scales.reshape(-1), (channels,))
+    pairs = [quant.fixed_point_multiplier(float(s), _scale(result)) for s in scales]
+    for m, k in pairs:
+        check_requant(m, k, what)
+    return Requant(np.array([m for m, _ in pairs], np.int64), np.array([k for _, k in pairs], np.int64),
+                   _zero(result))
+
+
+@dataclass
+class LayerBuilder:
+    """Walks the graph, places tensors and constants, and lists the layers."""
+
+    function: Function
+    config: ArchConfig
+    planner: DramPlanner = field(default_factory=DramPlanner)
+    constants: bytearray = field(default_factory=bytearray)
+    values: dict[NodeValue, DramTensor] = field(default_factory=dict)
+    layers: list[Layer] = field(default_factory=list)
+    inputs: dict[str, DramTensor] = field(default_factory=dict)
+    outputs: dict[str, DramTensor] = field(default_factory=dict)
+    fused: set[int] = field(default_factory=set)
+
+    def add_constant(self, data: bytes) -> int:
+        offset = len(self.constants)
+        self.constants += data + bytes(-len(data) % 64)
+        return offset
+
+    def build(self) -> list[Layer]:
+        for node in self.function.nodes:
+            if isinstance(node, (Constant, Placeholder)) or node.kind == "Save" or id(node) in self.fused:
+                continue
+            getattr(self, "_" + node.kind.lower())(node)
+        return self.layers
+
+    # -- tensors -----------------------------------------------------------------------------------
+    def tensor(self, value: NodeValue) -> DramTensor:
+        if value not in self.values and isinstance(value.node, Constant):
+            data = np.ascontiguousarray(value.node.value).astype(value.type.dtype).tobytes()
+            offset = self.add_constant(data)
+            itemsize = value.type.dtype.itemsize
+            self.values[value] = DramTensor(value.name, value.type.shape, dense_strides(value.type.shape, itemsize),
+                                            "constants", offset, _scale(value), _zero(value), itemsize)
+        return self.values[value]
+
+    def _new(self, value: NodeValue, nhwc: bool = False, region: str = "activations", name: str = "") -> DramTensor:
+        return self.planner.allocate(name or value.name, value.type.shape, region, nhwc=nhwc, scale=_scale(value),
+                                     zero=_zero(value))
+
+    def _copy(self, name: str, source: DramTensor, result: DramTensor) -> None:
+        self.layers.append(Layer(name, "Copy", CopyLayer(source, result)))
+
+    def laid_out(self, value: NodeValue, nhwc: bool) -> DramTensor:
+        """`value`'s tensor as an NHWC image or row-major, copied into that layout when it is not."""
+        tensor = self.tensor(value)
+        if (tensor.is_nhwc() if nhwc else tensor.is_dense()):
+            return tensor
+        key = (value, nhwc)
+        if key not in self._relayouts:
+            copy = self._new(value, nhwc, name=f"{value.name}/{'nhwc' if nhwc else 'dense'}")
+            self._copy(copy.name, tensor, copy)
+            self._relayouts[key] = copy
+        return self._relayouts[key]
+
+    def __post_init__(self) -> None:
+        self._relayouts: dict[tuple[NodeValue, bool], DramTensor] = {}
+
+    # -- the border ----------------------------------------------------------------------------------
+    def _quantize(self, node: Node) -> None:
+        name = node.input.node.name
+        tensor = self._new(node.result(), region="inputs", name=name)
+        self.inputs[name] = tensor
+        self.values[node.result()] = tensor
+
+    def _dequantize(self, node: Node) -> None:
+        source = self.tensor(node.input)
+        for save in node.users:
+            name = save.inputs[1].node.name
+            result = self._new(node.input, region="outputs", name=name)
+            self._copy(name, source, result)
+            self.outputs[name] = result
+
+    # -- matrix layers --------------------------------------------------------------------------------
+    def _conv(self, node: Node) -> None:
+        rescale = next(iter(node.users))
+        self.fused.add(id(rescale))
+        x = self.laid_out(node.input, nhwc=True)
+        out = self._new(rescale.result(), nhwc=True)
+        self.values[rescale.result()] = out
+        n, c, h, w = node.input.type.shape
+        _, oc, oh, ow = node.type.shape
+        kh, kw = node.kernel
+        pt, pl, pb, pr = node.pads[0], node.pads[1], node.pads[2], node.pads[3]
+        shape = ConvShape(c, h, w, oc, oh, ow, kh, kw, tuple(node.strides), tuple(node.dilations), (pt, pl, pb, pr))
+        filters = np.asarray(node.filter.node.value)
+        bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
+        self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale)
+
+    def _matmul(self, node: Node) -> None:
+        user = next(iter(node.users))
+        bias = np.zeros(node.type.shape[-1], np.int64)
+        if user.kind == "Add":
+            other = user.rhs if user.lhs == node.result() else user.lhs
+            bias = np.asarray(other.node.value, np.int64).reshape(-1)
+            self.fused.add(id(user))
+            user = next(iter(user.users))
+        self.fused.add(id(user))
+        x = self.laid_out(node.lhs, nhwc=False)
+        out = self._new(user.result())
+        self.values[user.result()] = out
+        m, k = node.lhs.type.shape
+        n = node.type.shape[1]
+        filters = np.asarray(node.rhs.node.value).T.reshape(n, k, 1, 1)
+        self._gemm(node, ConvShape(k, m, 1, n, m, 1), Image.of(x), Image.of(out), filters, bias, user)
+
+    def _gemm(self, node: Node, shape: ConvShape, x: Image, out: Image, filters: np.ndarray, bias: np.ndarray,
+              rescale: Node) -> None:
+        requant = requant_params(rescale.input, rescale.result(), shape.out_channels, f"'{rescale.name}'")
+        layer = GemmLayer.plan(shape, self.config, x, out, filters, bias, requant, _zero(node.inputs[0]),
+                               self.add_constant)
+        self.layers.append(Layer(node.name, node.kind, layer))
+
+    # -- vector layers ---------------------------------------------------------------------------------
+    def _broadcast(self, value: NodeValue, shape: tuple[int, ...]) -> NodeValue:
+        """A constant operand of another shape, materialised at `shape` (a ReLU's zero, say)."""
+        if value.type.shape == shape:
+            return value
+        full = np.ascontiguousarray(np.broadcast_to(value.node.value, shape))
+        expanded = NodeValue(Constant(f"{value.name}/broadcast", full, value.type.with_shape(shape)))
+        self.tensor(expanded)
+        return expanded
+
+    def _elementwise(self, node: Node, op: str, operands: list[NodeValue], **extra: Any) -> None:
+        operands = [self._broadcast(v, node.type.shape) for v in operands]
+        tensors = [self.tensor(v) for v in operands]
+        nhwc = all(t.is_nhwc() and t.extent == t.elements for t in tensors) and len(node.type.shape) == 4
+        tensors = [self.laid_out(v, nhwc) for v in operands]
+        out = self._new(node.result(), nhwc)
+        self.values[node.result()] = out
+        self.layers.append(Layer(node.name, node.kind, ElementwiseLayer(op, tensors, out, **extra)))
+
+    def _add(self, node: Node) -> None:
+        self._elementwise(node, "Add", [node.lhs, node.rhs], zero=_zero(node.result()))
+
+    def _max(self, node: Node) -> None:
+        self._elementwise(node, "Max", [node.lhs, node.rhs])
+
+    def _min(self, node: Node) -> None:
+        self._elementwise(node, "Min", [node.lhs, node.rhs])
+
+    def _rescale(self, node: Node) -> None:
+        r = requant_params(node.input, node.result(), 1, f"'{node.name}'")
+        self._elementwise(node, "Rescale", [node.input], zero=_zero(node.input),
+                          requant=(int(r.multipliers[0]), int(r.shifts[0]), r.zero))
+
+    def _pool(self, node: Node) -> None:
+        x = self.laid_out(node.input, nhwc=True)
+        out = self._new(node.result(), nhwc=True)
+        self.values[node.result()] = out
+        n, c, h, w = node.input.type.shape
+        oh, ow = node.type.shape[2:]
+        (kh, kw), (sh, sw) = node.kernel, node.strides
+        pt, pl, pb, pr = node.pads
+        pads = (pt, pl, max(pb, (oh - 1) * sh + kh - h - pt), max(pr, (ow - 1) * sw + kw - w - pl))
+        count_pad = bool(node.attrs.get("count_include_pad", False))
+        self.layers.append(Layer(node.name, node.kind, PoolLayer(node.kind, Image.of(x), Image.of(out), c, h, w, oh,
+                                                                 ow, (kh, kw), (sh, sw), pads, count_pad,
+                                                                 _zero(node.input))))
+
+    _maxpool = _averagepool = _pool
+
+    # -- data movement -----------------------------------------------------------------------------------
+    def _reshape(self, node: Node) -> None:
+        source = self.laid_out(node.input, nhwc=False)
+        shape = node.type.shape
+        self.values[node.result()] = replace(source, name=node.name, shape=shape, strides=dense_strides(shape))
+
+    def _transpose(self, node: Node) -> None:
+        source = self.tensor(node.input)
+        perm = node.perm
+        view = replace(source, shape=tuple(source.shape[p] for p in perm),
+                       strides=tuple(source.strides[p] for p in perm))
+        out = self._new(node.result())
+        self.values[node.result()] = out
+        self._copy(node.name, view, out)
+
+    def _slice(self, node: Node) -> None:
+        view = self.tensor(node.input)
+        for axis, (start, end, step) in enumerate(zip(node.starts, node.ends, node.steps)):
+            size = node.type.shape[axis]
+            view = replace(view.sliced(axis, start, size),
+                           strides=view.strides[:axis] + (view.strides[axis] * step,) + view.strides[axis + 1:])
+        out = self._new(node.result())
+        self.values[node.result()] = out
+        self._copy(node.name, view, out)
+
+    def _concat(self, node: Node) -> None:
+        parts = [self.tensor(v) for v in node.inputs]
+        nhwc = len(node.type.shape) == 4 and all(p.is_nhwc() for p in parts)
+        out = self._new(node.result(), nhwc)
+        self.values[node.result()] = out
+        start = 0
+        for k, (value, part) in enumerate(zip(node.inputs, parts)):
+            size = value.type.shape[node.axis]
+            self._copy(f"{node.name}/{k}", part, out.sliced(node.axis, start, size))
+            start += size

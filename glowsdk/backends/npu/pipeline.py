@@ -1,0 +1,123 @@
+"""Double-buffered software pipelines: one layer's tiles, with exactly the semaphores they need.
+
+A layer is a list of tiles; a tile is one or more steps (each: DMA loads into a scratchpad slot, then
+the MATMULs that read them), then vector work and the STOREs of its result. Slots alternate (step g
+uses slot g % 2, tile t accumulator and output slot t % 2), so the load engine fills slot g + 1 while
+the matrix engine computes on slot g, and the store engine drains tile t - 1 while tile t computes
+(paper 3.5: the instruction schedule hides the memory latency). Every buffer reuse two steps later
+waits for the "free" signal of its last reader; a signal is made only when a later wait consumes
+it, so a layer leaves every semaphore at zero.
+
+Engines signal once per instruction; where an engine must signal or wait twice, a one-cycle
+configuration instruction of that engine carries the extra token (CONFIG_MATMUL re-stating the
+layer's configuration, CONFIG_CLAMP with the reset bounds, which no generated code otherwise uses).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .emitter import DONE, Emitter, Sync
+
+Spec = tuple[str, dict[str, Any]]
+"""One instruction to emit: its mnemonic and its fields."""
+
+LOADED, MFREE, ACCFREE, COMPUTED, READY, SFREE, VFREE = 1, 3, 5, 7, 9, 11, 13
+"""The first of each pair of per-slot semaphores (slot 0 and slot 1)."""
+TABLE = 15
+"""Signalled by a layer's prologue loads (requantize tables), waited on once by the vector engine."""
+CLAMP_RESET = ("CONFIG_CLAMP", {"lo": -(1 << 31), "hi": (1 << 31) - 1})
+
+
+@dataclass
+class Step:
+    """Loads into one slot, then the matrix work on it (none for vector-only and copy layers)."""
+
+    loads: list[Spec] = field(default_factory=list)
+    matmuls: list[Spec] = field(default_factory=list)
+
+
+@dataclass
+class Tile:
+    steps: list[Step]
+    vector: list[Spec] = field(default_factory=list)
+    stores: list[Spec] = field(default_factory=list)
+
+
+def _is_dma(spec: Spec) -> bool:
+    return spec[0] in ("LOAD", "STORE")
+
+
+def _emit(em: Emitter, specs: list[Spec], first_wait: tuple[int, int] | None = None,
+          last_signal: tuple[int, int] | None = None, pick=None) -> tuple[int, int]:
+    """Emit specs; put `first_wait` on the first and `last_signal` on the last instruction `pick` selects."""
+    indices = [em.emit(m, **f) for m, f in specs]
+    chosen = [i for i, spec in zip(indices, specs) if pick is None or pick(spec)]
+    if first_wait and first_wait[1]:
+        em.set_sync(chosen[0], wait=first_wait)
+    if last_signal and last_signal[1]:
+        em.set_sync(chosen[-1], signal=last_signal)
+    return chosen[0], chosen[-1]
+
+
+def _signal_each(em: Emitter, specs: list[Spec], sem: int, wait: tuple[int, int] | None,
+                 acc_wait: tuple[int, int] | None = None) -> int:
+    """Emit load specs, each transfer signalling `sem` once; the first transfer waits `wait`, a transfer
+    into the accumulator waits `acc_wait` instead. Returns the number of transfers."""
+    count = 0
+    for mnemonic, fields in specs:
+        index = em.emit(mnemonic, **fields)
+        if mnemonic != "LOAD":
+            continue
+        if fields["space"] == "acc" and acc_wait:
+            em.set_sync(index, wait=acc_wait)
+        elif count == 0 and wait:
+            em.set_sync(index, wait=wait)
+        em.set_sync(index, signal=(sem, 1))
+        count += 1
+    return count
+
+
+def _matmuls(em: Emitter, specs: list[Spec], loaded: tuple[int, int], free: tuple[int, int] | None) -> None:
+    """Emit one step's matrix work: the first MATMUL waits for its loads, the last frees the slot."""
+    _emit(em, specs, loaded, free, pick=lambda spec: spec[0] == "MATMUL")
+
+
+def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Spec] = (), matmul_config: Spec | None = None) -> None:
+    """Emit a layer's tiles as a double-buffered pipeline; its last STORE signals DONE."""
+    if not tiles or any(not tile.stores for tile in tiles):
+        raise AssertionError("every tile of a layer stores its result")
+    table = _signal_each(em, list(prologue), TABLE, None)
+    if table:
+        em.emit(CLAMP_RESET[0], Sync(wait=TABLE, wait_count=table), **CLAMP_RESET[1])
+    total_steps = sum(len(t.steps) for t in tiles)
+    g = 0
+    loaded = 0
+    for t, tile in enumerate(tiles):
+        slot, later = t % 2, t + 2 < len(tiles)
+        gemm = any(step.matmuls for step in tile.steps)
+        for j, step in enumerate(tile.steps):
+            s = g % 2
+            if gemm:
+                acc_wait = (ACCFREE + slot, 1) if t >= 2 and j == 0 else None
+                loaded = _signal_each(em, step.loads, LOADED + s, (MFREE + s, 1) if g >= 2 else None, acc_wait)
+                _matmuls(em, step.matmuls, (LOADED + s, loaded), (MFREE + s, 1) if g + 2 < total_steps else None)
+            else:
+                free = ((VFREE if tile.vector else SFREE) + s, 1) if g >= 2 else None
+                loaded = _signal_each(em, step.loads, LOADED + s, free)
+            g += 1
+        if gemm:
+            em.emit(matmul_config[0], Sync(signal=COMPUTED + slot, signal_count=1), **matmul_config[1])
+        if tile.vector:
+            if t >= 2:
+                em.emit(CLAMP_RESET[0], Sync(wait=SFREE + slot, wait_count=1), **CLAMP_RESET[1])
+            ready_wait = (COMPUTED + slot, 1) if gemm else (LOADED + slot, loaded)
+            _emit(em, tile.vector, ready_wait, (READY + slot, 1), pick=lambda spec: not spec[0].startswith("CONFIG"))
+            if later:
+                em.emit(CLAMP_RESET[0], Sync(signal=(ACCFREE if gemm else VFREE) + slot, signal_count=1),
+                        **CLAMP_RESET[1])
+            store_wait = (READY + slot, 1)
+        else:
+            store_wait = (LOADED + slot, loaded)
+        final = (DONE, 1) if t == len(tiles) - 1 else (SFREE + slot, 1) if later else None
+        _emit(em, tile.stores, store_wait, final, pick=_is_dma)
