@@ -66,10 +66,11 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
             raise GraphError(f"after instrumenting the lowered graph: {err}") from None
     quantization_report = None
     if quantization is not None:
-        from ..quantization.convert import quantize_function
+        from ..quantization.convert import dequantize_accumulators, quantize_function
 
         quantization_report = quantize_function(function, quantization, backend)
         manager.run(QUANTIZATION, function)
+        dequantize_accumulators(function, backend)
         hook("quantized", function)
     elif any(node.kind == "Dequantize" for node in function.nodes):
         function = _optimised_quantized(function, backend, manager)

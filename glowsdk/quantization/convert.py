@@ -10,7 +10,7 @@ constants, which leaves integer islands with conversions only at their borders.
 
 Activations get int8 types from their profile (calibration method and schema,
 see `params.py`). Weights (Constant operands of Conv, MatMul and Mul) are
-quantized symmetrically (offset 0) from their own range, as onnxruntime does,
+quantized symmetrically over -127..127 (offset 0) from their own range, as onnxruntime does,
 so the array multiplies raw integers; with `per_channel`, Conv filters and
 MatMul weight matrices get one scale per output channel (filter, or column). Conv biases, and a constant bias added
 to a MatMul, become int32 at the accumulator's scale s_x * s_w and are added
@@ -32,7 +32,7 @@ from ..graph.nodes import elementwise as ew
 from ..graph.nodes import linalg, nn, quant, tensor
 from ..graph.table import KindTable
 from ..graph.types import ElemKind, Type
-from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params
+from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params, weight_params
 from .profile import Profile
 
 Rule = Callable[["Quantizer", Node], "dict[NodeValue, NodeValue] | NodeValue | None"]
@@ -143,11 +143,11 @@ class Quantizer:
             data = np.abs(value.node.value.astype(np.float64))
             if self.config.per_channel and channel_axis is not None and data.size:
                 others = tuple(i for i in range(data.ndim) if i != channel_axis)
-                params = [choose_params(-b, b, "symmetric") for b in data.max(axis=others)]
+                params = [weight_params(b) for b in data.max(axis=others)]
                 scales, offsets = zip(*params)
                 return self.quantize(value, Type(ElemKind.QINT8, value.type.shape, scales, offsets, channel_axis))
             bound = float(data.max()) if data.size else 0.0
-            scale, offset = choose_params(-bound, bound, "symmetric")
+            scale, offset = weight_params(bound)
             return self.quantize(value, Type(ElemKind.QINT8, value.type.shape, scale, offset))
         type_ = self.activation_type(value)
         return None if type_ is None else self.quantize(value, type_)
@@ -227,6 +227,29 @@ class Quantizer:
 def quantize_function(function: Function, config: QuantizationConfig, backend: Backend) -> QuantizationReport:
     """Convert `function` (lowered, optimised, named as when the profile was taken) in place."""
     return Quantizer(function, config, backend).run()
+
+
+def dequantize_accumulators(function: Function, backend: Backend) -> int:
+    """Dequantize(Rescale(accumulator)) -> Dequantize(accumulator) where `backend` dequantizes int32.
+
+    An island ending in float (a classifier's logits before Softmax) then loses
+    no precision to an 8-bit requantization nobody needs. Run after the
+    quantization pipeline; returns how many borders changed.
+    """
+    changed = 0
+    for node in list(function.nodes):
+        rescale = node.input.node if node.kind == "Dequantize" else None
+        if not isinstance(rescale, quant.Rescale) or rescale.input.type.elem is not ElemKind.QINT32:
+            continue
+        with function.inserting_before(node):
+            direct = function.add(quant.Dequantize, rescale.input, name=f"{node.name}/int32", elem=node.elem)
+        if not backend.is_op_supported(direct.node):
+            function.erase(direct.node)
+            continue
+        function.replace_all_uses(node.result(), direct)
+        changed += 1
+    function.erase_dead()
+    return changed
 
 
 # -- the rules ------------------------------------------------------------------------------------

@@ -41,6 +41,12 @@ def choose_params(lo: float, hi: float, schema: str) -> tuple[float, int]:
     return float(np.float32(scale)), offset
 
 
+def weight_params(bound: float) -> tuple[float, int]:
+    """(scale, 0) for weights in [-bound, bound]: symmetric over -127..127, so the largest weight of
+    either sign is exact and products of weights stay symmetric (onnxruntime's and TFLite's choice)."""
+    return (float(np.float32(bound / INT8_HIGH)) if bound > 0 else 1.0), 0
+
+
 def _params(lo: float, hi: float, schema: str) -> tuple[float, int]:
     if schema == "asymmetric":
         if hi == lo:

@@ -41,6 +41,7 @@ class NpuFunction(CompiledFunction):
 
     def __init__(self, function: Function, config: ArchConfig, name: str) -> None:
         super().__init__(function)
+        self.function = function  # the quantized graph the binary computes, for the reference evaluator
         self._wanted = function.input_placeholders()
         self._declared = declared_inputs(function)
         self.config = config
