@@ -12,6 +12,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from ..errors import GraphError
+from ..names import fresh_name
 from .node import Constant, Node, NodeValue, Placeholder, Storage
 from .types import Type
 
@@ -37,10 +38,7 @@ class Module:
             self._reserved.discard(base)
             self._names.add(base)
             return base
-        name, n = base, 0
-        while name in self._names or name in self._reserved:
-            n += 1
-            name = f"{base}__{n}"
+        name = fresh_name(base, self._names, self._reserved)
         self._names.add(name)
         return name
 

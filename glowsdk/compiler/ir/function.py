@@ -16,6 +16,7 @@ import numpy as np
 from ...errors import GraphError
 from ...graph.spec import REQUIRED
 from ...graph.types import Type
+from ...names import fresh_name
 from .instructions import INSTR_KINDS, InstrSpec, OperandKind, OperandSpec
 
 
@@ -140,10 +141,7 @@ class IRFunction:
         self._names: set[str] = set()
 
     def unique_name(self, base: str) -> str:
-        name, n = base, 0
-        while name in self._names:
-            n += 1
-            name = f"{base}__{n}"
+        name = fresh_name(base, self._names)
         self._names.add(name)
         return name
 

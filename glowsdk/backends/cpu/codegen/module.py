@@ -19,6 +19,7 @@ from llvmlite import ir
 
 from ....compiler.ir.function import Instruction, Value
 from ....compiler.ir.program import Program
+from ....names import fresh_name
 from .kinds import I8, I32, PTR, i64
 
 ENTRY = "glowsdk_main"
@@ -120,11 +121,7 @@ class ModuleBuilder:
 
     def unique(self, base: str) -> str:
         """A symbol name from `base` not used before in this module."""
-        name = re.sub(r"[^A-Za-z0-9_.]", "_", base)
-        candidate, n = name, 0
-        while candidate in self._names:
-            n += 1
-            candidate = f"{name}.{n}"
+        candidate = fresh_name(re.sub(r"[^A-Za-z0-9_.]", "_", base), self._names, separator=".")
         self._names.add(candidate)
         return candidate
 
