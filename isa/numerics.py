@@ -90,6 +90,17 @@ def rounded_average(total: ArrayLike, count: ArrayLike) -> np.ndarray:
     return floor + ((twice > count) | ((twice == count) & ((floor & 1) == 1)))
 
 
+def divide_rounded(a: ArrayLike, b: ArrayLike, shift: int = 0) -> np.ndarray:
+    """VDIV: a * 2^shift / b rounded to nearest, ties to even, for b != 0 and |a * 2^shift| < 2^62.
+
+    Computed on magnitudes so the tie rule is symmetric in sign: -5 / 2 = -2, as 5 / 2 = 2.
+    """
+    a = np.asarray(a, np.int64) << np.int64(shift)
+    b = np.asarray(b, np.int64)
+    sign = np.where((a < 0) != (b < 0), -1, 1)
+    return sign * rounded_average(np.abs(a), np.abs(b))
+
+
 def quantize_multiplier(real: float) -> tuple[int, int]:
     """(M, s) with M * 2^-(31 + s) closest to `real` >= 0, M < 2^31 and s in -31..31.
 

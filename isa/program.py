@@ -20,6 +20,8 @@ from .table import INSTRUCTIONS
 
 Registers = dict[str, FieldValue]
 LUT_BYTES = 256
+WIDE_LUT_BYTES = 1024
+"""LUT32's table: 256 int32 entries."""
 REQUANT_ENTRY_BYTES = 8
 
 
@@ -164,6 +166,10 @@ _EXTENTS: dict[str, Callable[[Instr, Registers], list[Extent]]] = {
     "REQUANT": _requant,
     "POOL": _pool,
     "REDUCE": _reduce,
+    "LUT32": lambda i, r: [Extent("acc", i.src, i.src + i.count, False),
+                           Extent("spad", i.table, i.table + WIDE_LUT_BYTES, False),
+                           Extent("acc", i.dst, i.dst + i.count, True)],
+    "VDIV": _binary,
 }
 
 

@@ -12,7 +12,7 @@ from typing import Mapping
 from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
                      validate_table)
 
-ISA_VERSION = (1, 0)
+ISA_VERSION = (1, 1)
 """(major, minor): major changes with any incompatible encoding or semantics, minor when instructions are
 added; a binary records the version it was built for."""
 
@@ -53,10 +53,12 @@ SHIFT = signed("shift", 8, "requantize shift: the real factor is M * 2^-(31+shif
 DATAFLOW = symbolic("dataflow", ("ws", "os"), "matrix-engine dataflow: weight- or output-stationary")
 POOL_OP = symbolic("pool_op", ("max", "avg"), "pooling: maximum or rounded average")
 REDUCE_OP = symbolic("reduce_op", ("sum", "max"), "reduction: saturating sum or maximum")
+INT16 = signed("int16", 16, "signed 16-bit value")
+SHIFT5 = unsigned("shift5", 5, "left shift 0..31")
 
 FIELD_KINDS: tuple[FieldKind, ...] = (
     DRAM_ADDR, SPAD_ADDR, ACC_ADDR, SRAM_ADDR, SPACE, STRIDE, STRIDE16, PITCH, BYTES, COUNT12, COUNT13, COUNT16,
-    COUNT24, PAD8, PAD4, WINDOW, FLAG, INT8, INT32, MULTIPLIER, SHIFT, DATAFLOW, POOL_OP, REDUCE_OP)
+    COUNT24, PAD8, PAD4, WINDOW, FLAG, INT8, INT16, INT32, MULTIPLIER, SHIFT, SHIFT5, DATAFLOW, POOL_OP, REDUCE_OP)
 
 F = Field
 
@@ -307,6 +309,33 @@ For c < cols: with x(r) = mem(src_space, src + r*cols + c), v = the sum (op sum)
 over r < rows; with accumulate 1, v = acc[dst + c] + v (sum) or max(acc[dst + c], v) (max);
 `acc[dst + c] = sat(acc, v)`. Global average pooling is REDUCE sum then REQUANT by 1/rows.""",
         "vector-unary"),
+    InstrSpec("LUT32", 0x2D, Engine.VECTOR, (
+        F("dst", 22, ACC_ADDR, "int32 result, count elements"),
+        F("src", 42, ACC_ADDR, "int32 indices, count elements"),
+        F("table", 62, SPAD_ADDR, "256 little-endian int32 entries (1 KiB)"),
+        F("count", 84, COUNT24, "elements"),
+        F("base", 108, INT16, "added to each index before it is clamped"),
+    ), """\
+For i < count: j = min(max(acc[src + i] + base, 0), 255); `acc[dst + i]` = the little-endian int32 at
+spad[table + 4j .. table + 4j + 3]. A 256-entry table of 32-bit values, indexed by an accumulator value:
+the exponentials of an int8 softmax, exp(-scale * j) in fixed point, are its case in point.""",
+        "vector-unary"),
+    InstrSpec("VDIV", 0x2E, Engine.VECTOR, (
+        F("dst_space", 22, SPACE, "destination SRAM"),
+        F("dst", 23, SRAM_ADDR, "destination, rows x cols dense"),
+        F("src1_space", 45, SPACE, "dividend SRAM"),
+        F("src1", 46, SRAM_ADDR, "dividend a, rows x cols dense"),
+        F("src2_space", 68, SPACE, "divisor SRAM"),
+        F("src2", 69, SRAM_ADDR, "divisor b: rows x cols dense, or one row of cols"),
+        F("rows", 91, COUNT16, "rows"),
+        F("cols", 107, COUNT12, "elements per row"),
+        F("bcast", 119, FLAG, "1: b is a single row repeated for every row"),
+        F("shift", 120, SHIFT5, "the dividend's left shift s"),
+    ), """\
+For r < rows, c < cols, with a and b read as for VADD: `mem(dst_space, dst + r*cols + c) = sat(dst_space, q)`
+where q = a * 2^s / b rounded to the nearest integer, ties to the even one (exact: the dividend is
+formed in 64 bits). b = 0 is a fault. Normalising by a sum (softmax) is VDIV with the sum broadcast.""",
+        "vector-divide"),
 ]
 
 INSTRUCTIONS: tuple[InstrSpec, ...] = (*CONTROL, *DMA, *MATRIX, *VECTOR)

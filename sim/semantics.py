@@ -16,7 +16,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from isa import numerics
 from isa.encoding import Instr
-from isa.program import LUT_BYTES, REQUANT_ENTRY_BYTES, Registers, pool_output
+from isa.program import LUT_BYTES, REQUANT_ENTRY_BYTES, WIDE_LUT_BYTES, Registers, pool_output
 from isa.table import INSTRUCTIONS
 
 from .memory import Memories
@@ -167,6 +167,24 @@ def _lut_load(dp: Datapath, i: Instr, r: Registers) -> None:
     dp.lut = dp.mem.spad[i.src:i.src + LUT_BYTES].copy()
 
 
+def _lut32(dp: Datapath, i: Instr, r: Registers) -> None:
+    index = np.clip(dp.mem.read("acc", i.src, i.count).astype(np.int64) + i.base, 0, 255)
+    table = np.ascontiguousarray(dp.mem.spad[i.table:i.table + WIDE_LUT_BYTES]).view("<i4")
+    dp.mem.acc[i.dst:i.dst + i.count] = table[index]
+
+
+def _divide(dp: Datapath, i: Instr, r: Registers) -> None:
+    size = i.rows * i.cols
+    a = dp.mem.read(i.src1_space, i.src1, size).reshape(i.rows, i.cols)
+    b = dp.mem.read(i.src2_space, i.src2, i.cols if i.bcast else size).reshape(-1, i.cols)
+    zero = np.flatnonzero(b.ravel() == 0)
+    if zero.size:
+        raise ExecutionFault(f"VDIV: divisor element {int(zero[0])} (at {i.src2_space} {i.src2 + int(zero[0]):#x}) "
+                             f"is zero")
+    q = numerics.divide_rounded(a, b, i.shift)
+    dp.mem.sram(i.dst_space)[i.dst:i.dst + size] = numerics.saturate(q, i.dst_space).ravel()
+
+
 def _lut(dp: Datapath, i: Instr, r: Registers) -> None:
     x = dp.mem.read("spad", i.src, i.count)
     dp.mem.spad[i.dst:i.dst + i.count] = dp.lut[x + 128]
@@ -231,6 +249,8 @@ SEMANTICS: dict[str, Semantics] = {
     "REQUANT": _requant,
     "CLAMP": _clamp,
     "LUT": _lut,
+    "LUT32": _lut32,
+    "VDIV": _divide,
     "POOL": _pool,
     "REDUCE": _reduce,
 }

@@ -48,6 +48,9 @@ def _pool_work(i: Instr, r: Registers) -> int:
     return oh * ow * i.channels * r["kh"] * r["kw"]
 
 
+DIVIDE_CYCLES = 4
+"""Lane-cycles per VDIV element: the divider is iterative (radix-4 over a 64-bit dividend, pipelined)."""
+
 VECTOR_WORK: dict[str, Callable[[Instr, Registers], int]] = {
     "vector-binary": lambda i, r: i.rows * i.cols,
     "vector-immediate": lambda i, r: i.count,
@@ -57,6 +60,8 @@ VECTOR_WORK: dict[str, Callable[[Instr, Registers], int]] = {
     "LUT_LOAD": lambda i, r: LUT_BYTES,
     "POOL": _pool_work,
     "REDUCE": lambda i, r: i.rows * i.cols,
+    "LUT32": lambda i, r: i.count,
+    "VDIV": lambda i, r: DIVIDE_CYCLES * i.rows * i.cols,
 }
 """Elements of work per vector-engine instruction (the datasheet's timing table)."""
 
@@ -83,6 +88,7 @@ CYCLES: dict[str, CycleRule] = {
     "vector-binary": _vector,
     "vector-immediate": _vector,
     "vector-unary": _vector,
+    "vector-divide": _vector,
 }
 """Rule per mnemonic or family: an instruction's cycles on its engine, None when DRAM decides."""
 

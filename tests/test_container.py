@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from glowsdk.cli.main import main as cli_main
 from isa import PRESETS, assemble, config_hash, container, npub_doc
+from isa.table import ISA_VERSION
 from isa.container import NpuBinary, pack_npub, read_npub, write_npub
 from isa.npub_layout import (BINDING, HEADER, REGION, SECTION_ENTRY, TABLE_HEADER, TENSOR, NpubError,
                              SectionKind)
@@ -114,7 +115,7 @@ def test_header_errors():
     assert error_of(patched(8, "H", 2)) == ("m.npub: header, byte 8: format version 2.0 is not supported "
                                             "(this reader reads 1.0 to 1.0)")
     assert "format version 1.1 is not supported" in error_of(patched(10, "H", 1))
-    assert "ISA version 9.0 is not supported" in error_of(patched(12, "H", 9))
+    assert f"ISA version 9.{ISA_VERSION[1]} is not supported" in error_of(patched(12, "H", 9))
     assert error_of(DATA[:76] + b"\0\0\0\0" + DATA[80:]).startswith("m.npub: header, byte 76: header CRC-32 is 0x")
     assert "unknown flags 0x4" in error_of(patched(48, "I", 4))
     assert "9 sections; format 1.x files have 7" in error_of(patched(52, "I", 9))
@@ -330,7 +331,7 @@ def test_disasm_text_reads_back_through_the_assembler(tmp_path, capsys):
     code, out, err = disasm(capsys, path)
     assert code == 0 and err == ""
     assert assemble(out) == sample().instructions
-    assert f"# NPU binary {path}: format 1.0, ISA 1.0, {len(DATA)} bytes" in out
+    assert f"# NPU binary {path}: format 1.0, ISA {ISA_VERSION[0]}.{ISA_VERSION[1]}, {len(DATA)} bytes" in out
     for text in ("#   instructions", "#   constants    0x00000000..0x00000100    256",
                  "1  data       int8[2x32]  0x00004000..0x00004040     64  inputs       scale 0.25 offset -3",
                  "#   input   data  ->  tensor 1 (data)", "#   0..5  conv1  Conv",

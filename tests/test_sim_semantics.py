@@ -181,6 +181,36 @@ def case_lut(rng):
     assert spad(result, 0x3000, 300).tolist() == [int(table[v + 128]) for v in x]
 
 
+def case_lut32(rng):
+    table = operand(rng, "acc", 256)
+    x = rng.integers(-300, 300, 200)
+    p = Program()
+    p.put("spad", 0x1000, table.astype("<i4").view(np.int8))
+    p.put("acc", 0x40, x)
+    result = p.run("LUT32 dst=0x400 src=0x40 table=0x1000 count=200 base=17")
+    assert acc(result, 0x400, 200).tolist() == [int(table[min(max(int(v) + 17, 0), 255)]) for v in x]
+
+
+def case_divide(rng):
+    for dst_space, s1, s2, bcast, shift in (("acc", "acc", "acc", 1, 8), ("spad", "spad", "acc", 0, 0),
+                                            ("acc", "acc", "spad", 0, 31), ("spad", "acc", "spad", 1, 3)):
+        rows, cols = 5, 6
+        a = operand(rng, s1, rows * cols)
+        b = operand(rng, s2, cols if bcast else rows * cols)
+        b[b == 0] = 7
+        b[-1] = 2 if s2 == "spad" else b[-1]
+        a[-1] = 5  # an exact tie: 5 * 2^s / 2 at s = 0
+        p = Program()
+        p.put(s1, 0x40, a)
+        p.put(s2, 0x200, b)
+        result = p.run(f"VDIV dst_space={dst_space} dst=0x400 src1_space={s1} src1=0x40 src2_space={s2} src2=0x200 "
+                       f"rows={rows} cols={cols} bcast={bcast} shift={shift}")
+        want = [sat(dst_space, round(Fraction(int(a[r * cols + c]) * 2 ** shift, int(b[c if bcast else r * cols + c]))))
+                for r in range(rows) for c in range(cols)]
+        got = (spad if dst_space == "spad" else acc)(result, 0x400, rows * cols)
+        assert got.tolist() == want, (dst_space, s1, s2, bcast, shift)
+
+
 def pool_reference(image, op, kh, kw, sh, sw, pt, pb, pl, pr, count_pad, pad_value):
     h, w, c = image.shape
     oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
@@ -351,7 +381,7 @@ CASES: dict[str, Callable] = {
     **{m + "I": case_immediate(m + "I") for m in BINARY},
     "REQUANT": case_requant, "CONFIG_REQUANT": case_requant,
     "CLAMP": case_clamp, "CONFIG_CLAMP": case_clamp,
-    "LUT": case_lut, "LUT_LOAD": case_lut,
+    "LUT": case_lut, "LUT_LOAD": case_lut, "LUT32": case_lut32, "VDIV": case_divide,
     "POOL": case_pool, "CONFIG_POOL": case_pool,
     "REDUCE": case_reduce,
     "MATMUL": case_matmul, "CONFIG_MATMUL": case_matmul,

@@ -38,8 +38,9 @@ from .profile import Profile
 Rule = Callable[["Quantizer", Node], "dict[NodeValue, NodeValue] | NodeValue | None"]
 RULES = KindTable("a quantization rule")
 """How each node kind is quantized; a rule returns the quantized value replacing each float result."""
-COMPUTE = frozenset({"Conv", "MatMul"})
-"""Kinds worth int8 even when their result goes straight back to float. The cheap kinds (element-wise,
+COMPUTE = frozenset({"Conv", "MatMul", "Softmax"})
+"""Kinds worth int8 even when their result goes straight back to float (Softmax reaches the quantizer
+only on a backend that keeps it unlowered, an integer device's classifier tail). The cheap kinds (element-wise,
 layout, pools) are quantized only when a user is too: alone they would only add conversions and
 rounding (the Sub of a lowered Softmax, feeding Exp, is the case in point)."""
 
@@ -330,6 +331,15 @@ def _keeps_type(q: Quantizer, node: Node) -> NodeValue | None:
     if type_ is None:
         return None
     return q.add(type(node), q.quantize(node.input, type_), **node.attrs)
+
+
+@RULES.register(nn.Softmax)
+def _softmax(q: Quantizer, node: Node) -> NodeValue | None:
+    """int8 in, the fixed int8 type of probabilities out (nn.Softmax's doc gives the integer semantics)."""
+    type_ = q.activation_type(node.input)
+    if type_ is None:
+        return None
+    return q.add(nn.Softmax, q.quantize(node.input, type_), axes=node.axes)
 
 
 @RULES.register(tensor.Gather)

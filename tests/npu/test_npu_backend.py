@@ -95,6 +95,14 @@ def test_digits_cnn_bit_exact_on_every_preset():
     assert {"Conv", "MaxPool", "MatMul"} <= {r.kind for r in npu.compiled.binary.debug}
 
 
+@pytest.mark.parametrize("batch,classes", [(1, 10), (3, 1000)])
+def test_softmax_classifier_bit_exact(batch, classes):
+    b = NetBuilder((batch, 64))
+    logits = b.node("Gemm", ["x", b.weight((64, classes)), b.weight((classes,))])
+    npu = assert_bit_exact(b.network(b.node("Softmax", [logits], axis=1)))
+    assert "Softmax" in {n.kind for n in npu.compiled.function.nodes}
+
+
 def test_float_ops_are_named_in_one_line():
     b = NetBuilder((1, 3, 8, 8))
     out = b.node("Sigmoid", [b.conv("x", 3, 4)])

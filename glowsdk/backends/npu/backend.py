@@ -24,7 +24,7 @@ from ...reference.evaluator import check_inputs, declared_inputs
 from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from .binary import build_binary
 from .layers import LayerBuilder
-from .support import quantized_form_ok
+from .support import quantized_form_ok, softmax_form
 
 OPTIONS = {
     "config": "architecture preset (edge, default, server) or configuration file (default: default)",
@@ -57,7 +57,8 @@ class NpuFunction(CompiledFunction):
 
 
 class NpuBackend(Backend):
-    """The glowsdk reference NPU (isa/, sim/): int8 convolutions, matrix products, pooling, element-wise."""
+    """The glowsdk reference NPU (isa/, sim/): int8 convolutions, matrix products, pooling, element-wise,
+    softmax (kept unlowered)."""
 
     name = "npu"
     requires_quantization = True
@@ -69,7 +70,12 @@ class NpuBackend(Backend):
     }
 
     def is_op_supported(self, node: Node) -> bool:
+        if node.kind == "Softmax":  # kept unlowered: the float form is for the quantizer to convert
+            return softmax_form(node) and (node.input.type.elem is F32 or quantized_form_ok(node))
         return super().is_op_supported(node) and (node.kind in ("Quantize", "Dequantize") or quantized_form_ok(node))
+
+    def should_lower(self, node: Node) -> bool:
+        return not (node.kind == "Softmax" and softmax_form(node))
 
     def device_info(self) -> DeviceInfo:
         return DeviceInfo(memory_bytes=PRESETS["default"].dram_bytes, description="glowsdk reference NPU (simulated)")

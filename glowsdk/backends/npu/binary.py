@@ -16,6 +16,7 @@ from .emitter import Emitter
 from .gemm import GemmLayer
 from .layers import CopyLayer, Layer, LayerBuilder
 from .pipeline import emit_layer
+from .softmax import SoftmaxLayer
 from .tensors import DramTensor, tensor_info
 
 
@@ -28,6 +29,8 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> No
     if isinstance(body, GemmLayer):
         prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
         emit_layer(em, tiles, prologue, matmul_config)
+    elif isinstance(body, SoftmaxLayer):
+        emit_layer(em, body.tiles(base, config), body.prologue(plan.constants.base))
     elif isinstance(body, CopyLayer):
         slot = config.scratchpad_bytes // 2
         moves = transfers(body.source, body.result, base(body.source), base(body.result), slot)

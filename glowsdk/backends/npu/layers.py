@@ -23,6 +23,7 @@ from ...graph.node import Constant, Node, NodeValue, Placeholder
 from ...graph.nodes import quant
 from .gemm import GemmLayer, Image, Requant
 from .tensors import DramPlanner, DramTensor, dense_strides
+from .softmax import SoftmaxLayer, softmax_table, trailing_length
 from .tiling import ConvShape
 from .vector import ElementwiseLayer, PoolLayer, check_requant
 
@@ -221,6 +222,14 @@ class LayerBuilder:
                                                                  _zero(node.input))))
 
     _maxpool = _averagepool = _pool
+
+    def _softmax(self, node: Node) -> None:
+        source = self.laid_out(node.input, nhwc=False)
+        out = self._new(node.result())
+        self.values[node.result()] = out
+        length = trailing_length(node.input.type.shape, tuple(node.axes))
+        table = self.add_constant(softmax_table(_scale(node.input), length))
+        self.layers.append(Layer(node.name, node.kind, SoftmaxLayer(source, out, length, table)))
 
     # -- data movement -----------------------------------------------------------------------------------
     def _reshape(self, node: Node) -> None:

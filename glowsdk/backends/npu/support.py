@@ -2,8 +2,9 @@
 
 Matrix work must arrive as a layer: Conv (int8 image, constant symmetric int8 filter, optional int32
 bias, one group, 2-D) or a 2-D MatMul by a constant int8 matrix, whose only user is a Rescale to
-int8 (the MatMul possibly through one Add of a constant int32 bias row first). Everything else
-moves or combines int8 tensors of one quantized type per tensor (per-channel scales only on weights
+int8 (the MatMul possibly through one Add of a constant int32 bias row first). Softmax (over trailing
+dims) takes an int8 input to the fixed int8 type of probabilities. Everything else moves or combines
+int8 tensors of one quantized type per tensor (per-channel scales only on weights
 and accumulators).
 """
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 from typing import Callable
 
 from ...graph.node import Constant, Node, NodeValue
+from ...graph.nodes import quant
 from ...graph.types import ElemKind
+from .softmax import MAX_GROUP, trailing_length
 
 Q8, Q32 = ElemKind.QINT8, ElemKind.QINT32
 
@@ -101,10 +104,20 @@ def _border(node: Node) -> bool:
     return _int8(node.input)
 
 
+def softmax_form(node: Node) -> bool:
+    """Softmax over trailing dims (dense groups) short enough for REDUCE/VDIV and the fixed-point table."""
+    length = trailing_length(node.input.type.shape, tuple(node.axes))
+    return length is not None and length <= MAX_GROUP and 31 - length.bit_length() >= quant.SOFTMAX_SHIFT
+
+
+def _softmax(node: Node) -> bool:
+    return _int8(node.input) and softmax_form(node)
+
+
 QUANTIZED_FORMS: dict[str, Callable[[Node], bool]] = {
     "Conv": _conv, "MatMul": _matmul, "Rescale": _rescale, "MaxPool": _pool, "AveragePool": _pool,
     "Max": _same_type, "Min": _same_type, "Reshape": _moves, "Transpose": _moves, "Concat": _moves,
-    "Slice": _moves, "Quantize": _border, "Dequantize": _border,
+    "Slice": _moves, "Softmax": _softmax, "Quantize": _border, "Dequantize": _border,
 }
 
 

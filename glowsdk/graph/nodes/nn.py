@@ -379,18 +379,37 @@ LRN = define_node(
 
 
 # -- softmax ------------------------------------------------------------------------------------
+SOFTMAX_SCALE, SOFTMAX_ZERO = 1 / 256, -128
+"""An int8 Softmax's result type: [0, 1) in steps of 1/256 (onnxruntime's and TFLite's choice)."""
+
+
 def _verify_softmax(node: Node) -> None:
-    _require_float(node, "input")
-    rank = node.input.type.rank
+    x = node.input.type
+    if node.kind == "Softmax" and x.elem is ElemKind.QINT8:
+        if x.per_channel:
+            raise node.fail(f"an int8 Softmax needs one scale for its input, got {x}")
+    else:
+        _require_float(node, "input")
+    rank = x.rank
     if not node.axes or any(not 0 <= a < rank for a in node.axes) or len(set(node.axes)) != len(node.axes):
-        raise node.fail(f"axes {list(node.axes)} must be distinct dims of {node.input.type}")
+        raise node.fail(f"axes {list(node.axes)} must be distinct dims of {x}")
+
+
+def _softmax_type(node: Node) -> Type:
+    x = node.input.type
+    if x.elem is ElemKind.QINT8:
+        return Type(ElemKind.QINT8, x.shape, SOFTMAX_SCALE, SOFTMAX_ZERO)
+    return x
 
 
 def _softmax(name: str, doc: str) -> type[Node]:
     return define_node(name, "input", attrs=[ints_attr("axes", doc="the dims normalised jointly")],
-                       infer=same_as(0), verify=_verify_softmax, family=FAMILY, doc=doc)
+                       infer=_softmax_type, verify=_verify_softmax, family=FAMILY, doc=doc)
 
 
-Softmax = _softmax("Softmax", "exp(x) / sum(exp(x)) over `axes` jointly (one axis since opset 13, "
-                              "the flattened trailing dims before).")
+Softmax = _softmax("Softmax", """exp(x) / sum(exp(x)) over `axes` jointly (one axis since opset 13, the flattened
+    trailing dims before). On int8q x (scale s) the result is int8q with scale 1/256 and offset -128, computed
+    on raw integers: with L elements per group, k = min(30, 31 - bit_length(L)) and the table
+    T[j] = round(2^k * exp(-s * j)) for j < 256, e = T[min(max(x) - x, 255)], S = sum(e), and
+    y = clamp(round(256 * e / S) - 128, -128, 127), both roundings half to even (vendor_guide/quantization.md).""")
 LogSoftmax = _softmax("LogSoftmax", "x - log(sum(exp(x))) over `axes` jointly.")

@@ -57,6 +57,28 @@ def fixed_point_multiplier(source_scale: float, result_scale: float) -> tuple[in
     return numerics.quantize_multiplier(float(ratio))
 
 
+SOFTMAX_TABLE_SIZE = 256
+SOFTMAX_SHIFT = 8
+"""An int8 Softmax divides 2^8 * e by the sum: its result's scale is 1/256."""
+
+
+def softmax_precision(length: int) -> int:
+    """k, the fixed-point bits of an int8 Softmax's exponentials over `length` elements: the largest
+    (at most 30) with length * 2^k < 2^31, so their int32 sum cannot overflow."""
+    k = min(30, 31 - int(length).bit_length())
+    if k < SOFTMAX_SHIFT:
+        raise ValueError(f"an int8 Softmax over {length} elements leaves too few fixed-point bits ({k})")
+    return k
+
+
+def softmax_table(scale: float, length: int) -> np.ndarray:
+    """T[j] = round_half_even(2^k * exp(-scale * j)) for j < 256, int64: the exponentials of an int8
+    Softmax whose input has `scale`, as a difference of j steps below the group's maximum."""
+    k = softmax_precision(length)
+    steps = np.arange(SOFTMAX_TABLE_SIZE, dtype=np.float64)
+    return np.rint(np.ldexp(np.exp(-np.float64(np.float32(scale)) * steps), k)).astype(np.int64)
+
+
 def real_range(type_: Type) -> tuple[float, float]:
     """The smallest and largest real values a per-tensor quantized type represents."""
     low, high = integer_range(type_.elem)

@@ -14,7 +14,7 @@ import numpy as np
 
 from isa import numerics
 
-from ...graph.nodes import linalg, nn
+from ...graph.nodes import linalg, nn, quant
 from ...graph.types import ElemKind
 from ..registry import kernel
 from .quant import offset_shifted, wrap_int32
@@ -329,8 +329,20 @@ def _shifted(node, x: np.ndarray) -> np.ndarray:
     return x - x.max(axis=node.axes, keepdims=True)
 
 
+def _int8_softmax(node, x: np.ndarray) -> np.ndarray:
+    """The integer semantics of nn.Softmax on int8q (its doc), bit for bit what the NPU computes."""
+    length = int(np.prod([x.shape[a] for a in node.axes]))
+    table = quant.softmax_table(node.input.type.scale, length)
+    raw = x.astype(np.int64)
+    e = table[np.minimum(raw.max(axis=node.axes, keepdims=True) - raw, quant.SOFTMAX_TABLE_SIZE - 1)]
+    q = numerics.divide_rounded(e, e.sum(axis=node.axes, keepdims=True), quant.SOFTMAX_SHIFT)
+    return np.clip(q + nn.SOFTMAX_ZERO, -128, 127).astype(np.int8)
+
+
 @kernel(nn.Softmax)
 def _softmax(node, x):
+    if node.input.type.elem is ElemKind.QINT8:
+        return _int8_softmax(node, x)
     e = np.exp(_shifted(node, x))
     e /= e.sum(axis=node.axes, keepdims=True)
     return e

@@ -1,0 +1,94 @@
+"""The int8 Softmax layer: a classifier's tail on the vector engine, bit-exact with nn.Softmax's doc.
+
+Each group of L elements (one row of the dense input, the normalised axes being the trailing ones)
+is one tile, held as an L x 1 column so that REDUCE and the broadcast operand of VSUB/VDIV work
+along it: REDUCE max, VSUB the maximum (differences -255..0), LUT32 through the exponential table
+(placed reversed, so that index 255 + difference is the entry of -difference steps), REDUCE sum,
+VDIV 2^8 * e by the sum, VADDI the result's zero point, which saturates to int8. The table is
+loaded once, in the layer's prologue; tiles alternate between two slots.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from isa.config import ArchConfig
+from isa.program import WIDE_LUT_BYTES
+
+from ...errors import UnsupportedError
+from ...graph.nodes import nn, quant
+from .pipeline import Spec, Step, Tile
+from .tensors import DramTensor
+
+MAX_GROUP = 65535
+"""REDUCE and VDIV count rows in 16 bits."""
+
+
+def softmax_table(scale: float, length: int) -> bytes:
+    """LUT32's table for a group of `length` elements of an int8 input of `scale` (entry 255 - j is T[j])."""
+    return quant.softmax_table(scale, length)[::-1].astype("<i4").tobytes()
+
+
+def fits(length: int, config: ArchConfig) -> bool:
+    """Whether two slots of a group fit the SRAMs next to the table."""
+    spad = WIDE_LUT_BYTES + 2 * 2 * _align(length)
+    acc = 2 * (_align(length) + 2)
+    return length <= MAX_GROUP and spad <= config.scratchpad_bytes and 4 * acc <= config.accumulator_bytes
+
+
+def _align(size: int) -> int:
+    return -(-size // 64) * 64
+
+
+@dataclass
+class SoftmaxLayer:
+    """Softmax over the last `length` elements of a dense int8 tensor."""
+
+    source: DramTensor
+    result: DramTensor
+    length: int
+    table: int
+    """constants offset of the 1 KiB exponential table"""
+
+    def prologue(self, constants: int) -> list[Spec]:
+        return [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=WIDE_LUT_BYTES)),
+                ("LOAD", dict(dram=constants + self.table, space="spad", sram=0, planes=1, rows=1, cols=1))]
+
+    def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
+        if not fits(self.length, config):
+            raise UnsupportedError(f"a Softmax over {self.length} elements does not fit the SRAMs")
+        n = self.length
+        stride = _align(n)
+        tiles = []
+        for g in range(self.source.elements // n):
+            slot = g % 2
+            x, y = WIDE_LUT_BYTES + slot * 2 * stride, WIDE_LUT_BYTES + slot * 2 * stride + stride
+            e, peak, total = slot * (stride + 2), slot * (stride + 2) + stride, slot * (stride + 2) + stride + 1
+            dma = dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)
+            loads: list[Spec] = [("CONFIG_LOAD", dma), ("LOAD", dict(dram=base(self.source) + g * n, space="spad",
+                                                                      sram=x, planes=1, rows=1, cols=1))]
+            column = dict(rows=n, cols=1)
+            vector: list[Spec] = [
+                ("REDUCE", dict(op="max", accumulate=0, dst=peak, src_space="spad", src=x, **column)),
+                ("VSUB", dict(dst_space="acc", dst=e, src1_space="spad", src1=x, src2_space="acc", src2=peak,
+                              bcast=1, **column)),
+                ("LUT32", dict(dst=e, src=e, table=0, count=n, base=255)),
+                ("REDUCE", dict(op="sum", accumulate=0, dst=total, src_space="acc", src=e, **column)),
+                ("VDIV", dict(dst_space="acc", dst=e, src1_space="acc", src1=e, src2_space="acc", src2=total,
+                              bcast=1, shift=quant.SOFTMAX_SHIFT, **column)),
+                ("VADDI", dict(dst_space="spad", dst=y, src_space="acc", src=e, count=n, imm=nn.SOFTMAX_ZERO)),
+            ]
+            stores: list[Spec] = [("CONFIG_STORE", dma), ("STORE", dict(dram=base(self.result) + g * n, space="spad",
+                                                                         sram=y, planes=1, rows=1, cols=1))]
+            tiles.append(Tile([Step(loads)], vector, stores))
+        return tiles
+
+
+def trailing_length(shape: tuple[int, ...], axes: tuple[int, ...]) -> int | None:
+    """L when `axes` are the trailing dims of `shape` (the groups are then dense rows), else None."""
+    rank = len(shape)
+    if sorted(axes) != list(range(rank - len(axes), rank)):
+        return None
+    return int(np.prod([shape[a] for a in axes]))
