@@ -129,6 +129,8 @@ def _unary(i: Instr, r: Registers) -> list[Extent]:
 def _requant(i: Instr, r: Registers) -> list[Extent]:
     size = i.rows * i.cols
     table = [Extent("spad", r["table"], r["table"] + REQUANT_ENTRY_BYTES * i.cols, False)] if r["per_channel"] else []
+    if r["bias_row"]:
+        table.append(Extent("acc", r["bias"], r["bias"] + i.cols, False))
     return [Extent("acc", i.src, i.src + size, False), *table, Extent("spad", i.dst, i.dst + size, True)]
 
 

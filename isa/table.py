@@ -31,6 +31,7 @@ values hold at program start."""
 DRAM_ADDR = unsigned("dram_addr", 32, "DRAM byte address", hex=True)
 SPAD_ADDR = unsigned("spad_addr", 22, "scratchpad byte address", hex=True)
 ACC_ADDR = unsigned("acc_addr", 20, "accumulator word (int32) address", hex=True)
+ACC_ADDR19 = unsigned("acc_addr19", 19, "accumulator word (int32) address below 2^19", hex=True)
 SRAM_ADDR = unsigned("sram_addr", 22, "scratchpad byte address, or accumulator word address, per its space field",
                      hex=True)
 SPACE = symbolic("space", ("spad", "acc"), "which SRAM: the int8 scratchpad or the int32 accumulator")
@@ -57,7 +58,7 @@ INT16 = signed("int16", 16, "signed 16-bit value")
 SHIFT5 = unsigned("shift5", 5, "left shift 0..31")
 
 FIELD_KINDS: tuple[FieldKind, ...] = (
-    DRAM_ADDR, SPAD_ADDR, ACC_ADDR, SRAM_ADDR, SPACE, STRIDE, STRIDE16, PITCH, BYTES, COUNT12, COUNT13, COUNT16,
+    DRAM_ADDR, SPAD_ADDR, ACC_ADDR, ACC_ADDR19, SRAM_ADDR, SPACE, STRIDE, STRIDE16, PITCH, BYTES, COUNT12, COUNT13, COUNT16,
     COUNT24, PAD8, PAD4, WINDOW, FLAG, INT8, INT16, INT32, MULTIPLIER, SHIFT, SHIFT5, DATAFLOW, POOL_OP, REDUCE_OP)
 
 F = Field
@@ -227,9 +228,12 @@ VECTOR = [
         F("clamp_hi", 77, INT8, "highest output"),
         F("per_channel", 85, FLAG, "1: M and s per column from the table"),
         F("table", 86, SPAD_ADDR, "per-channel table: 8 bytes per column"),
-    ), "Sets the REQUANT parameters. The reset values are the identity (2^30 * 2^-(31-1) = 1).", "vector-config",
-        (_ordered("clamp_lo", "clamp_hi"),),
-        reset=_reset(multiplier=1 << 30, shift=-1, zero_point=0, clamp_lo=-128, clamp_hi=127, per_channel=0, table=0)),
+        F("bias_row", 108, FLAG, "1: add the accumulator row at `bias` to every row first"),
+        F("bias", 109, ACC_ADDR19, "bias row: cols int32 words (a convolution's bias, one per output channel)"),
+    ), "Sets the REQUANT parameters. The reset values are the identity (2^30 * 2^-(31-1) = 1), without a bias.",
+        "vector-config", (_ordered("clamp_lo", "clamp_hi"),),
+        reset=_reset(multiplier=1 << 30, shift=-1, zero_point=0, clamp_lo=-128, clamp_hi=127, per_channel=0, table=0,
+                     bias_row=0, bias=0)),
     InstrSpec("CONFIG_CLAMP", 0x11, Engine.VECTOR, (
         F("lo", 22, INT32, "lower bound"),
         F("hi", 54, INT32, "upper bound"),
@@ -261,7 +265,8 @@ VECTOR = [
         F("rows", 64, COUNT16, "rows"),
         F("cols", 80, COUNT16, "elements per row (channels)"),
     ), """\
-For r < rows, c < cols: x = acc[src + r*cols + c]; `spad[dst + r*cols + c] = min(max(q + zero_point,
+For r < rows, c < cols: x = acc[src + r*cols + c], plus acc[bias + c] when bias_row is 1 (an exact sum);
+`spad[dst + r*cols + c] = min(max(q + zero_point,
 clamp_lo), clamp_hi)` with q = round(x * M / 2^(31 + s)), rounding half to even:
 with S = 31 + s and t = x * M, q = t if S = 0, else q = floor(t / 2^S), plus 1 when the remainder
 exceeds 2^(S-1), or equals it and floor(t / 2^S) is odd. M and s

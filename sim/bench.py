@@ -98,7 +98,7 @@ class _Emitter:
                           ((self.ibuf_size // pitch) - k) // stride + 1, oh, max(1, self.tile_pixels // ow)))
         start = len(self.program)
         self.emit("CONFIG_REQUANT", multiplier=1 << 30, shift=6, zero_point=0, clamp_lo=0, clamp_hi=127,
-                  per_channel=0, table=0)
+                  per_channel=0, table=0, bias_row=0, bias=0)
         for n0 in range(0, n, n_tile):
             nt = min(n_tile, n - n0)
             self.load(weights + n0, "spad", self.wbuf, kk, 1, n, nt, wait_sem=WGT_FREE, wait_count=2)
@@ -201,7 +201,7 @@ class _Emitter:
         self.emit("REDUCE", op="sum", accumulate=0, dst=self.abuf[0], src_space="spad", src=self.ibuf[0],
                   rows=pixels, cols=c, wait_sem=IN_FULL, wait_count=1)
         self.emit("CONFIG_REQUANT", multiplier=1 << 30, shift=5, zero_point=0, clamp_lo=-128, clamp_hi=127,
-                  per_channel=0, table=0)
+                  per_channel=0, table=0, bias_row=0, bias=0)
         self.emit("REQUANT", dst=self.obuf[0], src=self.abuf[0], rows=1, cols=c, signal_sem=IN_FULL, signal_count=1)
         self.emit("CONFIG_MATMUL", dataflow="os", im2col=0, out_w=1, channels=1, kw=1, stride_h=1, stride_w=1,
                   dil_h=1, dil_w=1, row_pitch=0, pixel_pitch=0)

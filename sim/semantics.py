@@ -142,7 +142,9 @@ def _immediate(dp: Datapath, i: Instr, r: Registers) -> None:
 
 
 def _requant(dp: Datapath, i: Instr, r: Registers) -> None:
-    x = dp.mem.read("acc", i.src, i.rows * i.cols).reshape(i.rows, i.cols)
+    x = dp.mem.read("acc", i.src, i.rows * i.cols).reshape(i.rows, i.cols).astype(np.int64)
+    if r["bias_row"]:
+        x = x + dp.mem.read("acc", r["bias"], i.cols).astype(np.int64)
     multiplier, shift = r["multiplier"], r["shift"]
     if r["per_channel"]:
         table = dp.mem.spad[r["table"]:r["table"] + REQUANT_ENTRY_BYTES * i.cols].view(np.uint8)

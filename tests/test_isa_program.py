@@ -33,10 +33,12 @@ def test_datasheet_example_assembles_and_fits_every_preset():
     found = program_extents(program, PRESETS["default"])
     load_input, matmul = found[6], found[8]
     assert load_input == [Extent("dram", 0x1000, 0x3000, False), Extent("spad", 0, 18 * 18 * 32, True)]
-    # The implicit im2col reads exactly the padded image; the bias-initialised accumulator is read and written.
-    assert matmul == [Extent("spad", 0, 18 * 18 * 32, False), Extent("spad", 0x3000, 0x3000 + 288 * 64, False),
-                      Extent("acc", 0, 256 * 64, True), Extent("acc", 0, 256 * 64, False)]
-    assert found[3] == [Extent("dram", 0x104800, 0x104900, False), Extent("acc", 0, 256 * 64, True)]
+    # The implicit im2col reads exactly the padded image; the first MATMUL overwrites the accumulator.
+    assert matmul == [Extent("spad", 0, 18 * 18 * 32, False), Extent("spad", 0x3000, 0x3000 + 288 * 60, False),
+                      Extent("acc", 0, 256 * 60, True)]
+    assert found[3] == [Extent("dram", 0x104800, 0x104800 + 240, False), Extent("acc", 0x3c00, 0x3c00 + 60, True)]
+    requant = found[10]
+    assert Extent("acc", 0x3c00, 0x3c00 + 60, False) in requant  # the bias row REQUANT adds
 
 
 def test_reset_registers_follow_the_table_and_the_configuration():

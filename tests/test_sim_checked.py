@@ -108,7 +108,7 @@ def test_a_dram_race_between_store_and_load():
     ("CONFIG_POOL kh=3 kw=3 stride_h=1 stride_w=1 pad_top=0 pad_bottom=0 pad_left=0 pad_right=0 count_pad=0 "
      "pad_value=0\nPOOL op=max dst=0x100 src=0x0 height=1 width=8 channels=4\nEND", 1,
      "a 3 x 3 window leaves no output on a 1 x 8 image"),
-    ("CONFIG_REQUANT multiplier=0 shift=0 zero_point=0 clamp_lo=-128 clamp_hi=127 per_channel=1 table=0x100\n"
+    ("CONFIG_REQUANT multiplier=0 shift=0 zero_point=0 clamp_lo=-128 clamp_hi=127 per_channel=1 table=0x100 bias_row=0 bias=0\n"
      "VSUBI dst_space=spad dst=0x103 src_space=spad src=0x103 count=1 imm=128 ; signal s1\n"
      "REQUANT dst=0x200 src=0x0 rows=1 cols=1 ; wait s1\nEND", 2,
      "per-channel requantize entry 0 at spad 0x100 has multiplier -2147483648 and shift 0 (need >= 0 and "

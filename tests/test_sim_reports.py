@@ -23,21 +23,21 @@ from sim.trace import chrome_trace
 DATASHEET = Path(__file__).resolve().parent.parent / "vendor_guide" / "npu_architecture.md"
 EXAMPLE = re.findall(r"```asm\n(.*?)```", DATASHEET.read_text(), re.S)[0]
 RNG = np.random.default_rng(7)
-WEIGHTS = RNG.integers(-128, 128, (288, 64), dtype=np.int8)
-BIAS = RNG.integers(-5000, 5000, 64).astype("<i4")
+WEIGHTS = RNG.integers(-128, 128, (288, 60), dtype=np.int8)
+BIAS = RNG.integers(-5000, 5000, 60).astype("<i4")
 X_SCALE, X_ZP, Y_SCALE, Y_ZP = 0.05, -3, 0.1, 5
 
 
 def example_binary(config_name: str = "default") -> NpuBinary:
     """The datasheet's convolution tile as a binary: weights and bias constant, x in, y out."""
-    plan = MemoryPlan(constants=Region(0x100000, 0x4900), activations=Region(0x300000, 0),
+    plan = MemoryPlan(constants=Region(0x100000, 0x4800 + 240), activations=Region(0x300000, 0),
                       inputs=Region(0x1000, 0x2000), outputs=Region(0x200000, 0x4000))
-    tensors = [TensorInfo("w", "int8", (288, 64), 0x100000, 288 * 64),
-               TensorInfo("bias", "int32", (64,), 0x104800, 256),
+    tensors = [TensorInfo("w", "int8", (288, 60), 0x100000, 288 * 60),
+               TensorInfo("bias", "int32", (60,), 0x104800, 240),
                TensorInfo("x", "int8", (1, 16, 16, 32), 0x1000, 8192, X_SCALE, X_ZP),
-               TensorInfo("y", "int8", (1, 16, 16, 64), 0x200000, 16384, Y_SCALE, Y_ZP)]
+               TensorInfo("y", "int8", (1, 16, 16, 60), 0x200000, 15360, Y_SCALE, Y_ZP)]
     return NpuBinary(config_hash=config_hash(PRESETS[config_name]), plan=plan, instructions=assemble(EXAMPLE),
-                     constants=WEIGHTS.tobytes() + BIAS.tobytes(), tensors=tensors,
+                     constants=WEIGHTS.tobytes() + bytes(0x4800 - WEIGHTS.nbytes) + BIAS.tobytes(), tensors=tensors,
                      bindings=Bindings(inputs={"x": 2}, outputs={"y": 3}),
                      debug=[DebugRange(0, 9, "conv", "Conv"), DebugRange(9, 13, "conv.requant", "Requantize")],
                      metadata={"model": "datasheet example"})
@@ -47,7 +47,7 @@ def expected_output(x: np.ndarray) -> np.ndarray:
     """Quantize x, convolve (3x3, pad with the zero point), add bias, requantize with ReLU, dequantize."""
     q = np.clip(np.rint(x / X_SCALE) + X_ZP, -128, 127).astype(np.int64)[0]
     padded = np.pad(q, ((1, 1), (1, 1), (0, 0)), constant_values=X_ZP)
-    total = np.zeros((16, 16, 64), np.int64) + BIAS
+    total = np.zeros((16, 16, 60), np.int64) + BIAS
     for ky in range(3):
         for kx in range(3):
             tap = WEIGHTS[(ky * 3 + kx) * 32:(ky * 3 + kx + 1) * 32].astype(np.int64)
@@ -67,16 +67,16 @@ def result():
 
 def test_layer_rows_and_totals(result):
     conv, requant = result.layer_rows()
-    assert (conv.name, conv.kind, conv.macs, conv.dram_read, conv.dram_written) == ("conv", "Conv", 256 * 288 * 64,
-                                                                                    18432 + 65536 + 8192, 0)
-    assert conv.ideal_cycles == 256 * 288 * 64 / 1024 and conv.bound == "compute"
+    assert (conv.name, conv.kind, conv.macs, conv.dram_read, conv.dram_written) == ("conv", "Conv", 256 * 288 * 60,
+                                                                                    17280 + 240 + 8192, 0)
+    assert conv.ideal_cycles == 256 * 288 * 60 / 1024 and conv.bound == "compute"
     assert conv.utilisation == pytest.approx(conv.ideal_cycles / conv.cycles)
-    assert requant.dram_written == 16384 and requant.bound == "memory" and requant.intensity == 0
+    assert requant.dram_written == 15360 and requant.bound == "memory" and requant.intensity == 0
     total = result.total_row()
     assert total.cycles == result.cycles and total.roofline_percent <= 100
     summary = result.summary()
-    assert summary["sram"]["spad"]["peak_bytes"] == 18 * 18 * 32 + 288 * 64
-    assert summary["sram"]["acc"]["peak_bytes"] == 256 * 64 * 4
+    assert summary["sram"]["spad"]["peak_bytes"] == 18 * 18 * 32 + 288 * 60
+    assert summary["sram"]["acc"]["peak_bytes"] == (256 * 60 + 60) * 4
     for row in result.unit_rows():
         assert row.busy + row.stalled + row.idle == result.cycles
 
@@ -84,7 +84,7 @@ def test_layer_rows_and_totals(result):
 def test_text_json_and_csv_reports(result):
     text = format_text(result)
     assert "cycles        " in text and "peak spad" in text and "dram_latency" in text
-    assert re.search(r"^conv +Conv +[\d,]+ +4\.72 M", text, re.M)
+    assert re.search(r"^conv +Conv +[\d,]+ +4\.42 M", text, re.M)
     data = json.loads(format_json(result))
     assert data["cycles"] == result.cycles and [r["name"] for r in data["layers"]] == ["conv", "conv.requant"]
     assert {u["unit"] for u in data["units"]} == {"dispatcher", "load DMA", "store DMA", "matrix", "vector"}
@@ -110,8 +110,8 @@ def test_chrome_trace_has_a_track_per_unit_and_counters(result):
     bandwidth = [e for e in counters if e["name"].startswith("DRAM")]
     step = (bandwidth[1]["ts"] - bandwidth[0]["ts"]) * 1000
     moved = sum(e["args"]["read"] + e["args"]["write"] for e in bandwidth) * step
-    assert moved == pytest.approx(92160 + 16384, rel=0.01)
-    assert max(e["args"]["spad"] for e in counters if e["name"] == "SRAM live bytes") == 18 * 18 * 32 + 288 * 64
+    assert moved == pytest.approx(17280 + 240 + 8192 + 15360, rel=0.01)
+    assert max(e["args"]["spad"] for e in counters if e["name"] == "SRAM live bytes") == 18 * 18 * 32 + 288 * 60
 
 
 def test_run_binary_quantizes_inputs_and_dequantizes_outputs(tmp_path):
@@ -124,7 +124,7 @@ def test_run_binary_quantizes_inputs_and_dequantizes_outputs(tmp_path):
     assert run.generated == []
     np.testing.assert_array_equal(run.outputs["y"], expected_output(x))
     random = run_binary(binary, config, {}, seed=3)
-    assert random.generated == ["x"] and random.outputs["y"].shape == (1, 16, 16, 64)
+    assert random.generated == ["x"] and random.outputs["y"].shape == (1, 16, 16, 60)
 
 
 def test_glowsdk_simulate(tmp_path, capsys):
@@ -138,7 +138,7 @@ def test_glowsdk_simulate(tmp_path, capsys):
     out = capsys.readouterr()
     assert code == 0, out.err
     report = json.loads(out.out)
-    assert report["mode"]["checked"] and report["macs"] == 256 * 288 * 64
+    assert report["mode"]["checked"] and report["macs"] == 256 * 288 * 60
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "y.npy"), expected_output(x))
     assert json.loads(trace.read_text())["traceEvents"]
     assert cli_main(["simulate", str(path), "--report", "csv"]) == 0

@@ -140,7 +140,7 @@ def case_requant(rng):
         p = Program()
         p.put("acc", 0x10, x)
         result = p.run(f"CONFIG_REQUANT multiplier={m} shift={s} zero_point={zp} clamp_lo={lo} clamp_hi={hi} "
-                       "per_channel=0 table=0x0", f"REQUANT dst=0x100 src=0x10 rows={rows} cols={cols}")
+                       "per_channel=0 table=0x0 bias_row=0 bias=0", f"REQUANT dst=0x100 src=0x10 rows={rows} cols={cols}")
         assert spad(result, 0x100, rows * cols).tolist() == [requant_reference(int(v), m, s, zp, lo, hi) for v in x]
     # Per channel: a table of (M int32, s int8, 3 unused bytes) per column.
     ms = rng.integers(0, 1 << 31, cols)
@@ -152,8 +152,18 @@ def case_requant(rng):
     p.put("acc", 0x10, x)
     p.put("spad", 0x800, table.view(np.int8).ravel())
     result = p.run("CONFIG_REQUANT multiplier=0 shift=0 zero_point=2 clamp_lo=-128 clamp_hi=127 per_channel=1 "
-                   "table=0x800", f"REQUANT dst=0x100 src=0x10 rows={rows} cols={cols}")
+                   "table=0x800 bias_row=0 bias=0", f"REQUANT dst=0x100 src=0x10 rows={rows} cols={cols}")
     want = [requant_reference(int(x[r * cols + c]), int(ms[c]), int(shifts[c]), 2, -128, 127)
+            for r in range(rows) for c in range(cols)]
+    assert spad(result, 0x100, rows * cols).tolist() == want
+    # A bias row added first, exactly (x + bias may leave int32).
+    bias = operand(rng, "acc", cols)
+    p = Program()
+    p.put("acc", 0x10, x)
+    p.put("acc", 0x200, bias)
+    result = p.run("CONFIG_REQUANT multiplier=1518500250 shift=2 zero_point=-1 clamp_lo=-128 clamp_hi=127 "
+                   "per_channel=0 table=0 bias_row=1 bias=0x200", f"REQUANT dst=0x100 src=0x10 rows={rows} cols={cols}")
+    want = [requant_reference(int(x[r * cols + c]) + int(bias[c]), 1518500250, 2, -1, -128, 127)
             for r in range(rows) for c in range(cols)]
     assert spad(result, 0x100, rows * cols).tolist() == want
 

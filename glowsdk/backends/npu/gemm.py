@@ -4,9 +4,11 @@ One layer is `Conv -> Rescale` or `MatMul [-> Add bias] -> Rescale` from the qua
 input's zero point is folded into the bias (`bias - zp_x * sum(w)`, per output channel) and the
 convolution padding is written by the load DMA with the zero point, so the array multiplies raw
 int8 values (vendor_guide/npu_architecture.md, idioms). Per tile: load the input rows with their
-halo (implicit im2col reads them in place), the weight block, the bias repeated over the tile's
-pixels into the accumulator, MATMUL with accumulation over input-channel tiles, REQUANT into the
-scratchpad, STORE into the NHWC (or row-major) result.
+halo (implicit im2col reads them in place), the weight block, and (with the first input-channel
+block) the tile's bias row into the accumulator; MATMUL, overwriting for the first input-channel
+block and accumulating after; REQUANT with the bias row added, into the scratchpad; STORE into the
+NHWC (or row-major) result. Each MATMUL takes the dataflow the array's cycle formula favours for
+its shape (weight-stationary for many pixels, output-stationary for few pixels and a deep K).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from isa.config import ArchConfig
+from sim.timing import matmul_cycles
 
 from .pipeline import Spec, Step, Tile
 from .tensors import DramTensor
@@ -88,6 +91,7 @@ class GemmLayer:
     """constants offset of the per-channel requantize table"""
     requant: Requant
     x_zero: int
+    config: ArchConfig
     spad_table: int = 0
 
     @staticmethod
@@ -101,7 +105,7 @@ class GemmLayer:
         folded = (bias.astype(np.int64) - x_zero * sums + (1 << 31)) % (1 << 32) - (1 << 31)
         weights = {(n0, c0): add_constant(data) for n0, c0, data in pretile_weights(filters, tiling)}
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
-                         add_constant(requant.table()) if table_bytes else 0, requant, x_zero)
+                         add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config)
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Spec], list[Tile], Spec]:
         """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""
@@ -113,18 +117,17 @@ class GemmLayer:
         inputs = [slot_base + k * (in_bytes + w_bytes) for k in (0, 1)]
         outputs = [slot_base + 2 * (in_bytes + w_bytes) + k * out_bytes for k in (0, 1)]
         accs = [0, t.rows * s.out_width * t.n]
+        biases = [2 * accs[1], 2 * accs[1] + t.n]
         prologue: list[Spec] = []
         if table_bytes:
             prologue = [_config_load(0, 0, table_bytes), ("LOAD", _load(constants + self.table, "spad", 0, 1, 1))]
         source, result = base(self.source.tensor), base(self.result.tensor)
         tiles, g = [], 0
-        dataflow = "ws"
         config = None
         for b in range(self.source.batch):
             for oy0 in range(0, s.out_height, t.rows):
                 oy1 = min(s.out_height, oy0 + t.rows)
                 pixels = (oy1 - oy0) * s.out_width
-                dataflow = "os" if pixels < 32 else "ws"
                 for n0 in range(0, s.out_channels, t.n):
                     n = min(t.n, s.out_channels - n0)
                     slot = len(tiles) % 2
@@ -138,15 +141,16 @@ class GemmLayer:
                                   ("LOAD", _load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1))]
                         if c0 == 0:
                             loads += [_config_load(0, 0, 4 * n),
-                                      ("LOAD", _load(constants + self.bias + 4 * n0, "acc", accs[slot], pixels, 1))]
+                                      ("LOAD", _load(constants + self.bias + 4 * n0, "acc", biases[slot], 1, 1))]
+                        dataflow = best_dataflow(pixels, k, n, self.config)
                         config = ("CONFIG_MATMUL", dict(
                             dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c, kw=s.kw,
                             stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0], dil_w=s.dilation[1],
                             row_pitch=s.padded_width * c, pixel_pitch=c))
                         steps.append(Step(loads, [config, ("MATMUL", dict(
-                            inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=1))]))
+                            inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=int(c0 > 0)))]))
                         g += 1
-                    vector = [self._config_requant(n0), ("REQUANT", dict(
+                    vector = [self._config_requant(n0, biases[slot]), ("REQUANT", dict(
                         dst=outputs[slot], src=accs[slot], rows=pixels, cols=n))]
                     r = self.result
                     stores = [("CONFIG_STORE", dict(row_stride=r.row_stride, plane_stride=0,
@@ -170,13 +174,18 @@ class GemmLayer:
                 ("LOAD", _load(dram + y0 * src.row_stride, "spad", sram, y1 - y0 + 1, s.width)),
                 ("CONFIG_PAD", dict(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0))]
 
-    def _config_requant(self, n0: int) -> Spec:
+    def _config_requant(self, n0: int, bias: int) -> Spec:
         r = self.requant
         per_channel = r.per_channel
         return ("CONFIG_REQUANT", dict(
             multiplier=0 if per_channel else int(r.multipliers[0]), shift=0 if per_channel else int(r.shifts[0]),
             zero_point=r.zero, clamp_lo=-128, clamp_hi=127, per_channel=int(per_channel),
-            table=self.spad_table + 8 * n0 if per_channel else 0))
+            table=self.spad_table + 8 * n0 if per_channel else 0, bias_row=1, bias=bias))
+
+
+def best_dataflow(pixels: int, k: int, n: int, config: ArchConfig) -> str:
+    """The dataflow with fewer stall-free array cycles for a pixels x k by k x n product."""
+    return min(("ws", "os"), key=lambda flow: matmul_cycles(pixels, k, n, flow, config))
 
 
 def _config_load(row_stride: int, col_stride: int, elem_bytes: int) -> Spec:

@@ -4,20 +4,23 @@ A GEMM-like layer (a convolution, or a MatMul seen as a 1 x 1 convolution over a
 channels) is tiled over output rows (`rows`), output channels (`n`) and input channels (`c`, the
 reduction, accumulated in place). Every candidate keeps two of each scratchpad buffer (input image
 rows with their halo, weight block, int8 result) and two accumulator tiles, for double buffering.
-The cost model counts the DRAM bytes the loop nest moves (the input is read once per output-channel
-tile, the weights once per row tile, the bias once per output tile, the result written once) and
-adds a fixed overhead per step, so among equal traffic fewer, larger tiles win.
+The cost model estimates the layer's cycles: the busiest of the DRAM (the bytes the loop nest moves:
+the input once per output-channel tile, the weights and the bias once per row tile, the result once),
+the array (each tile's MATMUL cycles by the datasheet formula, in the better dataflow) and the
+vector engine (requantizing each tile), plus a fixed overhead per step; so it trades DRAM traffic
+against array utilisation (large pixel counts amortise the array's fill and drain).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from isa.config import ArchConfig
+from sim.timing import matmul_cycles, vector_cycles
 
 from ...errors import UnsupportedError
 
-STEP_OVERHEAD_BYTES = 256
-"""The cost of one more pipeline step, in DRAM-byte equivalents (instruction and latency overhead)."""
+STEP_OVERHEAD_CYCLES = 32
+"""The cost of one more pipeline step (synchronisation and instruction overhead), in cycles."""
 MAX_K = 8191
 MAX_N = 4095
 MAX_ROWS = 65535
@@ -55,6 +58,8 @@ class Tiling:
     c: int
     traffic: int
     """expected DRAM bytes per batch image"""
+    cycles: float = 0.0
+    """expected cycles per batch image"""
 
     def spad_bytes(self, shape: ConvShape) -> int:
         return 2 * (self.input_bytes(shape) + self.weight_bytes(shape)) + 2 * self.rows * shape.out_width * self.n
@@ -68,7 +73,7 @@ class Tiling:
     def describe(self, shape: ConvShape) -> str:
         return (f"tile {self.rows}x{shape.out_width} px x {self.n} out-ch x {self.c} in-ch, "
                 f"{-(-shape.out_height // self.rows)}x{-(-shape.out_channels // self.n)}x"
-                f"{-(-shape.channels // self.c)} tiles, {self.traffic} DRAM bytes")
+                f"{-(-shape.channels // self.c)} tiles, {self.traffic} DRAM bytes, ~{self.cycles:.0f} cycles")
 
 
 def _align(size: int) -> int:
@@ -104,25 +109,47 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int) -> T
             row_tiles = -(-shape.out_height // rows)
             n_tiles, c_tiles = -(-shape.out_channels // n), -(-shape.channels // c)
             halo = row_tiles * shape.in_rows(rows) * shape.width * shape.channels
-            traffic = (min(halo, in_bytes * row_tiles) * n_tiles + weights * row_tiles + out_bytes * 5
-                       + STEP_OVERHEAD_BYTES * row_tiles * n_tiles * c_tiles)
-            if best is None or traffic < best.traffic:
-                best = Tiling(rows, n, c, traffic)
+            traffic = (min(halo, in_bytes * row_tiles) * n_tiles + (weights + 4 * shape.out_channels) * row_tiles
+                       + out_bytes)
+            cycles = max(traffic / config.dram_bytes_per_cycle, *_engine_cycles(shape, rows, n, c, config))
+            cycles += STEP_OVERHEAD_CYCLES * row_tiles * n_tiles * c_tiles
+            if best is None or cycles < best.cycles:
+                best = Tiling(rows, n, c, traffic, cycles)
     if best is None:
         raise UnsupportedError(f"a {shape.kh}x{shape.kw} convolution of {shape.channels} channels on "
                                f"{shape.width}-pixel rows does not fit the scratchpad ({config.scratchpad_bytes} B)")
     return best
 
 
+def _split(total: int, size: int) -> list[tuple[int, int]]:
+    """`total` cut into pieces of `size`: (piece size, how many) for the full pieces and the remainder."""
+    return [(p, k) for p, k in ((size, total // size), (total % size, 1)) if p and k]
+
+
+def _engine_cycles(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig) -> tuple[int, int]:
+    """(array, vector) cycles of one image's tiles."""
+    array = vector = 0
+    for row_size, row_count in _split(shape.out_height, rows):
+        pixels = row_size * shape.out_width
+        for n_size, n_count in _split(shape.out_channels, n):
+            vector += row_count * n_count * vector_cycles(pixels * n_size, config)
+            for c_size, c_count in _split(shape.channels, c):
+                k = shape.kh * shape.kw * c_size
+                best = min(matmul_cycles(pixels, k, n_size, flow, config) for flow in ("ws", "os"))
+                array += row_count * n_count * c_count * best
+    return array, vector
+
+
 def _largest_rows(shape: ConvShape, n: int, c: int, spad: int, acc_words: int) -> int:
-    """The most output rows per tile that fit both SRAMs twice over (0 if not even one does)."""
+    """The most output rows per tile that fit both SRAMs twice over, with a bias row per accumulator tile
+    (0 if not even one does)."""
     best = 0
     lo, hi = 1, shape.out_height
     while lo <= hi:
         rows = (lo + hi) // 2
         tiling = Tiling(rows, n, c, 0)
         pixels = rows * shape.out_width
-        fits = (tiling.spad_bytes(shape) <= spad and 2 * pixels * n <= acc_words and pixels <= MAX_ROWS
+        fits = (tiling.spad_bytes(shape) <= spad and 2 * (pixels + 1) * n <= acc_words and pixels <= MAX_ROWS
                 and shape.in_rows(rows) <= 65535)
         if fits:
             best, lo = rows, rows + 1

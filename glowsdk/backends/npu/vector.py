@@ -83,7 +83,7 @@ class ElementwiseLayer:
         multiplier, shift, zero = self.requant
         return [("VSUBI", dict(dst_space="acc", dst=acc, src_space="spad", src=ins[0], count=n, imm=self.zero)),
                 ("CONFIG_REQUANT", dict(multiplier=multiplier, shift=shift, zero_point=zero, clamp_lo=-128,
-                                        clamp_hi=127, per_channel=0, table=0)),
+                                        clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0)),
                 ("REQUANT", dict(dst=out, src=acc, rows=1, cols=n))]
 
 
