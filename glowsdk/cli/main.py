@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, safe_file_name, write_arrays, write_text
-from . import npu, options, quantize
+from . import npu, options, quantize, serve, train
 from .progress import Progress
 
 EXIT_BAD_INPUT = 2
@@ -346,6 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     quantize.register(sub)
     npu.register(sub)
+    serve.register(sub)
+    train.register(sub)
     return parser
 
 

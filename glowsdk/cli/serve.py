@@ -1,0 +1,153 @@
+"""`glowsdk serve-bench`: a network served by the host runtime on simulated NPUs and the CPU, under load.
+
+Requests are submitted as fast as the runtime admits them, with `--concurrency` request slots
+(the HostManager's blocking back-pressure), so that many are in flight at once. Reported:
+wall throughput and latency percentiles (host time, queueing included), device-time latency (the
+longest chain of partition times: simulated seconds on NPUs, wall seconds on the CPU), each
+device's runs and busy time on its own clock with its share of the busiest device's, and the
+partition table. `--check` compares every response with the interpreter running the same graph.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from ..errors import GlowError
+from ..files import check_writable_file, write_text
+from . import options
+
+DEVICE_KINDS = ("npu", "cpu")
+
+
+def parse_devices(text: str) -> dict[str, int]:
+    """'npu:4,cpu:1' -> {'npu': 4, 'cpu': 1}."""
+    counts: dict[str, int] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        kind, _, count = item.partition(":")
+        if kind not in DEVICE_KINDS or not count.isdigit() or int(count) < 1:
+            raise GlowError(f"--devices {item!r}: expected KIND:COUNT with KIND one of {', '.join(DEVICE_KINDS)} "
+                            f"and COUNT at least 1")
+        counts[kind] = counts.get(kind, 0) + int(count)
+    if not counts:
+        raise GlowError("--devices names no device")
+    return counts
+
+
+def build_devices(counts: dict[str, int], config: str, heap: int | None) -> list:
+    from firmware_runtime import NpuDevice
+    from isa.config import resolve_config
+
+    from ..runtime import CpuDeviceManager, NpuDeviceManager
+
+    machine = resolve_config(config)
+    devices: list = [NpuDeviceManager(NpuDevice(machine, name=f"npu{i}", heap_bytes=heap))
+                     for i in range(counts.get("npu", 0))]
+    return devices + [CpuDeviceManager(f"cpu{i}") for i in range(counts.get("cpu", 0))]
+
+
+def partition_rows(host, name: str) -> list[dict]:
+    entry = host.networks[name]
+    rows = []
+    for p in entry.plan.partitions:
+        rows.append({"partition": p.index, "kind": p.kind, "backend": p.backend, "ops": p.ops,
+                     "memory_bytes": p.memory_bytes, "inputs": p.inputs, "outputs": p.outputs,
+                     "depends": sorted(p.depends), "border_bytes_in": entry.plan.border_bytes(p),
+                     "devices": [d.name for d, _ in entry.placement.replicas[p.index]]})
+    return rows
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
+
+
+def cmd_serve_bench(args: argparse.Namespace) -> int:
+    from ..reference.evaluator import evaluate
+    from ..runtime import HostManager
+
+    if args.json:
+        check_writable_file(args.json, "--json")
+    counts = parse_devices(args.devices)
+    args.target = "npu" if "npu" in counts else "cpu"
+    network = options.load_network(args)
+    quantization = options.quantization_config(args, network) if "npu" in counts else None
+    with HostManager(build_devices(counts, args.config, args.heap), queue_size=args.concurrency,
+                     when_full="block") as host:
+        plan = host.add_network("model", network, quantization)
+        inputs = [network.random_inputs(args.seed + i) for i in range(min(args.requests, args.distinct_inputs))]
+        began = time.perf_counter()
+        futures = [host.run("model", inputs[i % len(inputs)]) for i in range(args.requests)]
+        responses = [f.result() for f in futures]
+        wall = time.perf_counter() - began
+        mismatches = None
+        if args.check:
+            wanted = [evaluate(plan.graph, x) for x in inputs]
+            mismatches = sum(any(not np.array_equal(r.outputs[k], v) for k, v in wanted[i % len(inputs)].items())
+                             for i, r in enumerate(responses))
+        busiest = max(d.busy_seconds for d in host.devices) or 1.0
+        report = {
+            "model": args.model, "devices": args.devices, "requests": args.requests,
+            "concurrency": args.concurrency, "wall_seconds": wall, "throughput_per_s": args.requests / wall,
+            "device_throughput_per_s": args.requests / busiest,
+            "latency_wall": _percentiles([r.wall_seconds for r in responses]),
+            "latency_device": _percentiles([r.device_seconds for r in responses]),
+            "retries": sum(r.retries for r in responses), "mismatches": mismatches,
+            "device_stats": [{"device": d.name, "kind": d.kind, "runs": d.runs, "failures": d.failures,
+                              "busy_seconds": d.busy_seconds, "utilisation": d.busy_seconds / busiest}
+                             for d in host.devices],
+            "partitions": partition_rows(host, "model"),
+        }
+    _print(report)
+    if args.json:
+        write_text(args.json, json.dumps(report, indent=1) + "\n", "--json")
+    return 0 if not mismatches else 1
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    data = np.asarray(values)
+    return {"p50": float(np.percentile(data, 50)), "p99": float(np.percentile(data, 99)),
+            "mean": float(data.mean())}
+
+
+def _print(report: dict) -> None:
+    print(f"{report['requests']} requests, concurrency {report['concurrency']}, devices {report['devices']}")
+    print("partitions:")
+    for p in report["partitions"]:
+        ops = ", ".join(f"{k} x{n}" for k, n in p["ops"].items()) or "conversions only"
+        print(f"  {p['partition']}  {p['kind']:<3} ({p['backend']})  {p['memory_bytes']} B  after {p['depends'] or '-'}"
+              f"  on {', '.join(p['devices'])}  [{ops}]")
+    print(f"throughput: {report['throughput_per_s']:.1f} req/s wall; {report['device_throughput_per_s']:.1f} req/s "
+          f"device time (requests / busiest device's busy time)")
+    for what in ("wall", "device"):
+        lat = report[f"latency_{what}"]
+        print(f"latency ({what}): p50 {_ms(lat['p50'])}, p99 {_ms(lat['p99'])}, mean {_ms(lat['mean'])}")
+    for d in report["device_stats"]:
+        clock = "simulated" if d["kind"] == "npu" else "wall"
+        print(f"  {d['device']:<6} runs {d['runs']:>6}  failures {d['failures']}  busy {_ms(d['busy_seconds'])} "
+              f"({clock})  utilisation {d['utilisation']:.0%} of the busiest")
+    if report["mismatches"] is not None:
+        print(f"check: {report['mismatches']} of {report['requests']} responses differ from the interpreter")
+    print(f"retries: {report['retries']}")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `serve-bench` to the `glowsdk` parser."""
+    p = sub.add_parser("serve-bench", help="serve a model on simulated NPUs and the CPU under load; report "
+                                           "throughput, latency, utilisation and the partitions")
+    options.add_model_args(p)
+    options.add_quantization_args(p)
+    p.add_argument("--devices", default="npu:4,cpu:1", help="devices as KIND:COUNT,... (default npu:4,cpu:1)")
+    p.add_argument("--config", default="default", metavar="PRESET|FILE", help="the NPUs' architecture (default)")
+    p.add_argument("--heap", type=options.positive_count, metavar="BYTES",
+                   help="device DRAM each NPU gives networks (default: all of it)")
+    p.add_argument("--requests", type=options.positive_count, default=1000, help="requests to send (default 1000)")
+    p.add_argument("--concurrency", type=options.positive_count, default=32,
+                   help="requests in flight at most (default 32)")
+    p.add_argument("--distinct-inputs", type=options.positive_count, default=64,
+                   help="distinct seeded random inputs, reused in turn (default 64)")
+    p.add_argument("--seed", type=options.seed_number, default=0, help="seed of the first input (default 0)")
+    p.add_argument("--check", action="store_true", help="compare every response with the interpreter")
+    p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    p.set_defaults(func=cmd_serve_bench)

@@ -1,0 +1,135 @@
+"""Running training on a backend: the host side of the training function.
+
+    trainer = Trainer(network.function, loss="cross_entropy", sgd=SGDConfig(0.05, momentum=0.9),
+                      backend="cpu")
+    for epoch in range(10):
+        trainer.epoch(Batches({"image": x}, y, batch=32, seed=epoch))
+    weights = trainer.freeze()          # the inference function now holds Constants
+
+The trainer owns the tensors behind the weight Placeholders: each step feeds them
+to the compiled training function and binds the saved updates back (paper 3.2).
+`train(...)` is the one-call form.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Iterator, Mapping
+
+import numpy as np
+
+from ..backends.base import CompiledFunction
+from ..backends.registry import get_backend
+from ..compiler.pipeline import compile_function
+from ..errors import GlowError
+from ..graph.function import Function
+from .graph import SGDConfig, TrainingGraph, build_training, discard, freeze, make_trainable
+
+Batch = tuple[Mapping[str, np.ndarray], np.ndarray]
+DEFAULT_SGD = SGDConfig(0.01)
+
+
+class Batches:
+    """Mini-batches of (inputs, target), reshuffled with a seeded generator on every pass.
+
+    The compiled functions have a static batch size, so a last partial batch is left out
+    (each pass shuffles anew, so every example is seen).
+    """
+
+    def __init__(self, inputs: Mapping[str, np.ndarray], target: np.ndarray, batch: int, seed: int = 0) -> None:
+        sizes = {len(a) for a in inputs.values()} | {len(target)}
+        if len(sizes) != 1:
+            raise GlowError(f"inputs and target must have one length, got {sorted(sizes)}")
+        if not 1 <= batch <= len(target):
+            raise GlowError(f"batch {batch} must lie in [1, {len(target)}] (the number of examples)")
+        self.inputs, self.target, self.batch = dict(inputs), target, batch
+        self._rng = np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return len(self.target) // self.batch
+
+    def __iter__(self) -> Iterator[Batch]:
+        order = self._rng.permutation(len(self.target))
+        for start in range(0, len(self) * self.batch, self.batch):
+            chosen = order[start:start + self.batch]
+            yield {k: v[chosen] for k, v in self.inputs.items()}, self.target[chosen]
+
+
+class Trainer:
+    """A function's training function compiled for `backend`, with the weights it updates."""
+
+    def __init__(self, function: Function, loss: str = "cross_entropy", sgd: SGDConfig = DEFAULT_SGD,
+                 backend: str = "interpreter", trainable: Iterable[str] | None = None) -> None:
+        self.function = function
+        self.backend = backend
+        self.weights = make_trainable(function, trainable)
+        self.graph: TrainingGraph = build_training(function, self.weights, loss, sgd)
+        self.velocities = {p.velocity.name: np.zeros(p.velocity.type.shape, p.velocity.type.dtype)
+                           for p in self.graph.parameters if p.velocity is not None}
+        self.compiled = compile_function(self.graph.function, get_backend(backend))
+        self._inference: CompiledFunction | None = None
+
+    def step(self, inputs: Mapping[str, np.ndarray], target: np.ndarray) -> float:
+        """One SGD step on one batch; returns the batch's loss (before the update)."""
+        feeds = {**inputs, self.graph.target.name: target, **self.weights, **self.velocities}
+        outputs = self.compiled.execute(feeds)
+        for param in self.graph.parameters:
+            self.weights[param.name] = outputs[param.updated.name]
+            if param.velocity is not None:
+                self.velocities[param.velocity.name] = outputs[param.velocity_updated.name]
+        return float(outputs[self.graph.loss.name])
+
+    def epoch(self, batches: Iterable[Batch], progress: Callable[[int, float], None] | None = None) -> float:
+        """One pass over `batches`; returns the mean batch loss."""
+        losses = []
+        for inputs, target in batches:
+            losses.append(self.step(inputs, target))
+            if progress is not None:
+                progress(len(losses), losses[-1])
+        if not losses:
+            raise GlowError("an epoch needs at least one batch")
+        return float(np.mean(losses))
+
+    def predict(self, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The inference function's output on any number of examples, with the current weights
+        (run in chunks of its static batch size, the last one padded with zeros)."""
+        if self._inference is None:
+            self._inference = compile_function(self.function, get_backend(self.backend))
+        info = self._inference.inputs
+        batch = next(i.shape[0] for i in info if i.name in inputs)
+        total = len(next(iter(inputs.values())))
+        output = self._inference.outputs[0].name
+        chunks = []
+        for start in range(0, total, batch):
+            feeds = dict(self.weights)
+            for name, array in inputs.items():
+                piece = array[start:start + batch]
+                if len(piece) < batch:
+                    piece = np.concatenate([piece, np.zeros((batch - len(piece),) + piece.shape[1:], piece.dtype)])
+                feeds[name] = piece
+            chunks.append(self._inference.execute(feeds)[output])
+        return np.concatenate(chunks)[:total]
+
+    def freeze(self) -> dict[str, np.ndarray]:
+        """Drop the training function and make the trained weights Constants of the inference
+        function; returns the weights."""
+        discard(self.graph)
+        freeze(self.function, self.weights)
+        self._inference = None
+        return dict(self.weights)
+
+
+def train(function: Function, loss: str, batches: Iterable[Batch], epochs: int, lr: float, *,
+          momentum: float = 0.0, weight_decay: float = 0.0, backend: str = "interpreter",
+          trainable: Iterable[str] | None = None,
+          on_epoch: Callable[[int, float], None] | None = None) -> list[float]:
+    """Train `function`'s float Constants (or `trainable`) with SGD for `epochs` passes over `batches`
+    on `backend`, then freeze them back into Constants; returns the mean loss of each epoch."""
+    if epochs < 1:
+        raise GlowError(f"epochs must be at least 1, got {epochs}")
+    trainer = Trainer(function, loss, SGDConfig(lr, momentum, weight_decay), backend, trainable)
+    history = []
+    for epoch in range(epochs):
+        history.append(trainer.epoch(batches))
+        if on_epoch is not None:
+            on_epoch(epoch, history[-1])
+    trainer.freeze()
+    return history
