@@ -102,6 +102,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.o:  # backend-specific: the npu target writes its .npub binary there
         check_writable_file(args.o, "-o")
         extra["output"] = args.o
+    if args.config:  # backend-specific: the npu target's architecture
+        extra["config"] = args.config
     compiled = compile_function(network.function, backend, CompileOptions(extra=extra, ir_passes=ir_manager),
                                 passes=manager, on_stage=on_stage, quantization=quantization)
     program = compiled.program
@@ -123,6 +125,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
               f"lower bound {report.lower_bound / mib:.2f} MiB")
     if program is not None:
         print(program.plan.report.line())
+    if args.report:
+        print(npu.compile_report(compiled, args.target))
     return 0
 
 
@@ -316,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--dump-llvm", metavar="FILE", help="cpu target: write the generated LLVM module to FILE")
     comp.add_argument("--print-pipeline", action="store_true", help="print the pass pipelines and exit")
     comp.add_argument("-o", metavar="FILE", help="npu target: write the compiled .npub binary to FILE")
+    comp.add_argument("--config", metavar="PRESET|FILE", help="npu target: the architecture (default: default)")
+    comp.add_argument("--report", action="store_true",
+                      help="npu target: per-layer tiling decisions next to a simulation's numbers and the roofline")
     comp.set_defaults(func=cmd_compile)
 
     dump = sub.add_parser("dump", help="print the imported graph as text or Graphviz DOT")

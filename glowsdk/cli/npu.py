@@ -49,6 +49,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def compile_report(compiled, target: str) -> str:
+    """`compile --report`: the NPU binary simulated once on seeded random inputs, layer by layer."""
+    from ..backends.npu.backend import NpuFunction
+    from ..backends.npu.report import format_report
+    from sim.binding import run_binary
+
+    if not isinstance(compiled, NpuFunction):
+        raise GlowError(f"--report: target {target} does not compile to NPU layers (use --target npu)")
+    return format_report(compiled, run_binary(compiled.binary, compiled.config, {}).result)
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the NPU subcommands to the `glowsdk` parser."""
     dis = sub.add_parser("disasm", help="print an NPU binary (.npub): header, tables, instructions as assembly")

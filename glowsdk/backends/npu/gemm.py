@@ -9,6 +9,12 @@ block) the tile's bias row into the accumulator; MATMUL, overwriting for the fir
 block and accumulating after; REQUANT with the bias row added, into the scratchpad; STORE into the
 NHWC (or row-major) result. Each MATMUL takes the dataflow the array's cycle formula favours for
 its shape (weight-stationary for many pixels, output-stationary for few pixels and a deep K).
+
+An epilogue (the NPU's operator stacking) applies the element-wise chain that follows the layer in
+the graph to each tile while it is still in the scratchpad: int8 Rescales, clamps (a ReLU by a
+constant), and same-type Adds of another tensor (a residual), whose tile is loaded with the
+layer's first input-channel block, itself optionally rescaled on chip first. The intermediate
+tensors of the chain never reach DRAM.
 """
 from __future__ import annotations
 
@@ -62,6 +68,47 @@ class Requant:
         return table.tobytes()
 
 
+@dataclass(frozen=True)
+class Rescale8:
+    """An int8 -> int8 requantization: (q - zero_in) * M * 2^-(31 + shift) + zero_out, saturated."""
+
+    multiplier: int
+    shift: int
+    zero_in: int
+    zero_out: int
+
+    def specs(self, sram: int, acc: int, pixels: int, n: int) -> list[Spec]:
+        return [("VSUBI", dict(dst_space="acc", dst=acc, src_space="spad", src=sram, count=pixels * n,
+                               imm=self.zero_in)),
+                ("CONFIG_REQUANT", dict(multiplier=self.multiplier, shift=self.shift, zero_point=self.zero_out,
+                                        clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0)),
+                ("REQUANT", dict(dst=sram, src=acc, rows=pixels, cols=n))]
+
+
+@dataclass(frozen=True)
+class Clamp8:
+    """max(min(q, hi), lo): a ReLU or ReLU6 by constants in the tensor's own type."""
+
+    lo: int
+    hi: int
+
+    def specs(self, sram: int, acc: int, pixels: int, n: int) -> list[Spec]:
+        return [("CONFIG_CLAMP", dict(lo=self.lo, hi=self.hi)),
+                ("CLAMP", dict(dst_space="spad", dst=sram, src_space="spad", src=sram, count=pixels * n))]
+
+
+@dataclass(frozen=True)
+class AddTensor:
+    """A same-type Add of another NHWC int8 tensor: saturate(q + x - zero), x rescaled first by `pre`."""
+
+    operand: Image
+    zero: int
+    pre: Rescale8 | None = None
+
+
+EpilogueOp = Rescale8 | Clamp8 | AddTensor
+
+
 def pretile_weights(filters: np.ndarray, tiling: Tiling) -> list[tuple[int, int, bytes]]:
     """(n0, c0, bytes) blocks of the O x C x KH x KW int8 filter, each (KH*KW*c) x n row-major with
     rows ordered (ky, kx, ci): the K x N layout the array reads, one contiguous LOAD per block."""
@@ -92,20 +139,25 @@ class GemmLayer:
     requant: Requant
     x_zero: int
     config: ArchConfig
+    epilogue: tuple[EpilogueOp, ...] = ()
     spad_table: int = 0
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
-             bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int]) -> GemmLayer:
+             bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
+             epilogue: tuple[EpilogueOp, ...] = ()) -> GemmLayer:
         """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants."""
         table_bytes = 8 * shape.out_channels if requant.per_channel else 0
         reserved = -(-table_bytes // 64) * 64
-        tiling = choose_tiling(shape, config, reserved)
+        adds = sum(isinstance(op, AddTensor) for op in epilogue)
+        passes = 1 + sum(2 if isinstance(op, Rescale8) else 1 if isinstance(op, Clamp8) else
+                         2 + 2 * (op.pre is not None) for op in epilogue)
+        tiling = choose_tiling(shape, config, reserved, extra_buffers=adds, vector_passes=passes)
         sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
         folded = (bias.astype(np.int64) - x_zero * sums + (1 << 31)) % (1 << 32) - (1 << 31)
         weights = {(n0, c0): add_constant(data) for n0, c0, data in pretile_weights(filters, tiling)}
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
-                         add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config)
+                         add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue)
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Spec], list[Tile], Spec]:
         """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""
@@ -118,6 +170,9 @@ class GemmLayer:
         outputs = [slot_base + 2 * (in_bytes + w_bytes) + k * out_bytes for k in (0, 1)]
         accs = [0, t.rows * s.out_width * t.n]
         biases = [2 * accs[1], 2 * accs[1] + t.n]
+        adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
+        extra_base = outputs[1] + out_bytes
+        operands = {id(op): [extra_base + (2 * a + k) * out_bytes for k in (0, 1)] for a, op in enumerate(adds)}
         prologue: list[Spec] = []
         if table_bytes:
             prologue = [_config_load(0, 0, table_bytes), ("LOAD", _load(constants + self.table, "spad", 0, 1, 1))]
@@ -142,6 +197,13 @@ class GemmLayer:
                         if c0 == 0:
                             loads += [_config_load(0, 0, 4 * n),
                                       ("LOAD", _load(constants + self.bias + 4 * n0, "acc", biases[slot], 1, 1))]
+                            for op in adds:  # after the bias load, which waits until the vector engine is done
+                                x = op.operand
+                                loads += [("CONFIG_LOAD", dict(row_stride=x.row_stride, plane_stride=0,
+                                                               col_stride=x.pixel_stride, elem_bytes=n)),
+                                          ("LOAD", _load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride
+                                                         + n0, "spad", operands[id(op)][slot], oy1 - oy0,
+                                                         s.out_width))]
                         dataflow = best_dataflow(pixels, k, n, self.config)
                         config = ("CONFIG_MATMUL", dict(
                             dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c, kw=s.kw,
@@ -152,6 +214,9 @@ class GemmLayer:
                         g += 1
                     vector = [self._config_requant(n0, biases[slot]), ("REQUANT", dict(
                         dst=outputs[slot], src=accs[slot], rows=pixels, cols=n))]
+                    for op in self.epilogue:
+                        vector += _epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
+                                                  operands.get(id(op), [0, 0])[slot])
                     r = self.result
                     stores = [("CONFIG_STORE", dict(row_stride=r.row_stride, plane_stride=0,
                                                     col_stride=r.pixel_stride, elem_bytes=n)),
@@ -181,6 +246,17 @@ class GemmLayer:
             multiplier=0 if per_channel else int(r.multipliers[0]), shift=0 if per_channel else int(r.shifts[0]),
             zero_point=r.zero, clamp_lo=-128, clamp_hi=127, per_channel=int(per_channel),
             table=self.spad_table + 8 * n0 if per_channel else 0, bias_row=1, bias=bias))
+
+
+def _epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, operand: int) -> list[Spec]:
+    """One epilogue step on a tile: `out` (int8, pixels x n) in the scratchpad, `acc` free as scratch."""
+    if not isinstance(op, AddTensor):
+        return op.specs(out, acc, pixels, n)
+    specs = op.pre.specs(operand, acc, pixels, n) if op.pre else []
+    return specs + [
+        ("VADD", dict(dst_space="acc", dst=acc, src1_space="spad", src1=out, src2_space="spad", src2=operand,
+                      rows=pixels, cols=n, bcast=0)),
+        ("VSUBI", dict(dst_space="spad", dst=out, src_space="acc", src=acc, count=pixels * n, imm=op.zero))]
 
 
 def best_dataflow(pixels: int, k: int, n: int, config: ArchConfig) -> str:

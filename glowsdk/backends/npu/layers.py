@@ -21,8 +21,9 @@ from isa.config import ArchConfig
 from ...graph.function import Function
 from ...graph.node import Constant, Node, NodeValue, Placeholder
 from ...graph.nodes import quant
-from .gemm import GemmLayer, Image, Requant
+from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Requant, Rescale8
 from .tensors import DramPlanner, DramTensor, dense_strides
+from .support import quantized_form_ok
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
 from .tiling import ConvShape
 from .vector import ElementwiseLayer, PoolLayer, check_requant
@@ -49,6 +50,12 @@ def _zero(value: NodeValue) -> int:
 
 def _scale(value: NodeValue) -> float:
     return float(value.type.scales.reshape(-1)[0])
+
+
+def _rescale8(node: Node) -> Rescale8:
+    """An int8 -> int8 Rescale node as the on-chip step."""
+    r = requant_params(node.input, node.result(), 1, f"'{node.name}'")
+    return Rescale8(int(r.multipliers[0]), int(r.shifts[0]), _zero(node.input), r.zero)
 
 
 def requant_params(source: NodeValue, result: NodeValue, channels: int, what: str) -> Requant:
@@ -139,8 +146,9 @@ class LayerBuilder:
         rescale = next(iter(node.users))
         self.fused.add(id(rescale))
         x = self.laid_out(node.input, nhwc=True)
-        out = self._new(rescale.result(), nhwc=True)
-        self.values[rescale.result()] = out
+        epilogue, end = self._epilogue(rescale.result())
+        out = self._new(end, nhwc=True)
+        self.values[end] = out
         n, c, h, w = node.input.type.shape
         _, oc, oh, ow = node.type.shape
         kh, kw = node.kernel
@@ -148,7 +156,46 @@ class LayerBuilder:
         shape = ConvShape(c, h, w, oc, oh, ow, kh, kw, tuple(node.strides), tuple(node.dilations), (pt, pl, pb, pr))
         filters = np.asarray(node.filter.node.value)
         bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
-        self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale)
+        self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue))
+
+    def _epilogue(self, value: NodeValue) -> tuple[list[EpilogueOp], NodeValue]:
+        """The element-wise chain after a convolution's int8 result that its tiles can apply on chip
+        (each step the only user of the one before), and the value the chain ends at."""
+        ops: list[EpilogueOp] = []
+        while len(value.node.users) == 1:
+            user = next(iter(value.node.users))
+            op = self._epilogue_step(user, value)
+            if op is None:
+                break
+            ops.append(op)
+            self.fused.add(id(user))
+            value = user.result()
+        return ops, value
+
+    def _epilogue_step(self, user: Node, value: NodeValue) -> EpilogueOp | None:
+        if not quantized_form_ok(user):
+            return None
+        if user.kind == "Rescale":
+            return _rescale8(user)
+        if user.kind in ("Max", "Min"):
+            other = user.rhs if user.lhs == value else user.lhs
+            bound = np.unique(np.asarray(other.node.value)) if isinstance(other.node, Constant) else ()
+            if len(bound) != 1:
+                return None
+            return Clamp8(int(bound[0]), 127) if user.kind == "Max" else Clamp8(-128, int(bound[0]))
+        if user.kind == "Add" and user.lhs.type.shape == user.rhs.type.shape:
+            other = user.rhs if user.lhs == value else user.lhs
+            pre = None
+            if other not in self.values and other.node.kind == "Rescale" and len(other.node.users) == 1:
+                pre, other = _rescale8(other.node), other.node.input
+                if other not in self.values:
+                    return None
+            if other not in self.values or not self.values[other].is_nhwc():
+                return None
+            if pre is not None:
+                self.fused.add(id(user.rhs.node if user.lhs == value else user.lhs.node))
+            return AddTensor(Image.of(self.values[other]), _zero(user.result()), pre)
+        return None
 
     def _matmul(self, node: Node) -> None:
         user = next(iter(node.users))
@@ -168,13 +215,12 @@ class LayerBuilder:
         self._gemm(node, ConvShape(k, m, 1, n, m, 1), Image.of(x), Image.of(out), filters, bias, user)
 
     def _gemm(self, node: Node, shape: ConvShape, x: Image, out: Image, filters: np.ndarray, bias: np.ndarray,
-              rescale: Node) -> None:
+              rescale: Node, epilogue: tuple[EpilogueOp, ...] = ()) -> None:
         requant = requant_params(rescale.input, rescale.result(), shape.out_channels, f"'{rescale.name}'")
         layer = GemmLayer.plan(shape, self.config, x, out, filters, bias, requant, _zero(node.inputs[0]),
-                               self.add_constant)
+                               self.add_constant, epilogue)
         self.layers.append(Layer(node.name, node.kind, layer))
 
-    # -- vector layers ---------------------------------------------------------------------------------
     def _broadcast(self, value: NodeValue, shape: tuple[int, ...]) -> NodeValue:
         """A constant operand of another shape, materialised at `shape` (a ReLU's zero, say)."""
         if value.type.shape == shape:

@@ -60,9 +60,12 @@ class Tiling:
     """expected DRAM bytes per batch image"""
     cycles: float = 0.0
     """expected cycles per batch image"""
+    extra: int = 0
+    """int8 operand tiles (an epilogue's residual inputs) kept next to the result tile"""
 
     def spad_bytes(self, shape: ConvShape) -> int:
-        return 2 * (self.input_bytes(shape) + self.weight_bytes(shape)) + 2 * self.rows * shape.out_width * self.n
+        out = _align(self.rows * shape.out_width * self.n)
+        return 2 * (self.input_bytes(shape) + self.weight_bytes(shape)) + 2 * (1 + self.extra) * out
 
     def input_bytes(self, shape: ConvShape) -> int:
         return _align(shape.in_rows(self.rows) * shape.padded_width * self.c)
@@ -91,8 +94,10 @@ def _candidates(total: int, unit: int) -> list[int]:
     return sorted(values, reverse=True)
 
 
-def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int) -> Tiling:
-    """The cheapest tiling that fits; UnsupportedError if none does."""
+def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extra_buffers: int = 0,
+                  vector_passes: int = 1) -> Tiling:
+    """The cheapest tiling that fits; UnsupportedError if none does. `extra_buffers` int8 tiles of the
+    result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each."""
     spad = config.scratchpad_bytes - reserved_spad
     acc_words = config.accumulator_bytes // 4
     best: Tiling | None = None
@@ -103,7 +108,7 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int) -> T
         for c in _candidates(shape.channels, config.array_rows):
             if shape.kh * shape.kw * c > MAX_K:
                 continue
-            rows = _largest_rows(shape, n, c, spad, acc_words)
+            rows = _largest_rows(shape, n, c, spad, acc_words, extra_buffers)
             if rows == 0:
                 continue
             row_tiles = -(-shape.out_height // rows)
@@ -111,10 +116,12 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int) -> T
             halo = row_tiles * shape.in_rows(rows) * shape.width * shape.channels
             traffic = (min(halo, in_bytes * row_tiles) * n_tiles + (weights + 4 * shape.out_channels) * row_tiles
                        + out_bytes)
-            cycles = max(traffic / config.dram_bytes_per_cycle, *_engine_cycles(shape, rows, n, c, config))
+            traffic += extra_buffers * out_bytes
+            array, vector = _engine_cycles(shape, rows, n, c, config)
+            cycles = max(traffic / config.dram_bytes_per_cycle, array, vector * vector_passes)
             cycles += STEP_OVERHEAD_CYCLES * row_tiles * n_tiles * c_tiles
             if best is None or cycles < best.cycles:
-                best = Tiling(rows, n, c, traffic, cycles)
+                best = Tiling(rows, n, c, traffic, cycles, extra_buffers)
     if best is None:
         raise UnsupportedError(f"a {shape.kh}x{shape.kw} convolution of {shape.channels} channels on "
                                f"{shape.width}-pixel rows does not fit the scratchpad ({config.scratchpad_bytes} B)")
@@ -140,14 +147,14 @@ def _engine_cycles(shape: ConvShape, rows: int, n: int, c: int, config: ArchConf
     return array, vector
 
 
-def _largest_rows(shape: ConvShape, n: int, c: int, spad: int, acc_words: int) -> int:
+def _largest_rows(shape: ConvShape, n: int, c: int, spad: int, acc_words: int, extra: int) -> int:
     """The most output rows per tile that fit both SRAMs twice over, with a bias row per accumulator tile
     (0 if not even one does)."""
     best = 0
     lo, hi = 1, shape.out_height
     while lo <= hi:
         rows = (lo + hi) // 2
-        tiling = Tiling(rows, n, c, 0)
+        tiling = Tiling(rows, n, c, 0, 0.0, extra)
         pixels = rows * shape.out_width
         fits = (tiling.spad_bytes(shape) <= spad and 2 * (pixels + 1) * n <= acc_words and pixels <= MAX_ROWS
                 and shape.in_rows(rows) <= 65535)

@@ -1,0 +1,71 @@
+"""Convolution epilogues (the NPU's operator stacking), the roofline bound and `compile --report`.
+
+A residual block whose branches meet in an Add, with ReLUs and the Rescales the quantizer places to
+bring both branches to the Add's type, must compile into convolution layers only (the chain runs on
+each tile in the scratchpad) and still match the reference evaluator bit for bit in checked mode.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import glowsdk
+from glowsdk.backends.npu.roofline import layer_bounds
+from glowsdk.cli.main import main
+from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
+from isa import PRESETS
+
+from npu_nets import NetBuilder
+from test_npu_backend import assert_bit_exact
+
+
+def residual_block(batch: int = 1, width: int = 12):
+    b = NetBuilder((batch, 16, width, width))
+    stem = b.conv("x", 16, 16)
+    branch = b.conv(b.conv(stem, 16, 8, 1, 0), 8, 16, relu=False)
+    skip = b.conv(stem, 16, 16, 1, 0, relu=False)
+    joined = b.node("Relu", [b.node("Add", [branch, skip])])
+    second = b.node("Relu", [b.node("Add", [b.conv(joined, 16, 16, relu=False), joined])])
+    return b.network(b.conv(second, 16, 4, 1, 0, relu=False))
+
+
+@pytest.mark.parametrize("config,batch", [("edge", 1), ("default", 2)])
+def test_residual_chains_fuse_into_the_convolutions_bit_exact(config, batch):
+    npu = assert_bit_exact(residual_block(batch), config=config)
+    kinds = [layer.kind for layer in npu.compiled.layers]
+    graph = {n.kind for n in npu.compiled.function.nodes}
+    assert {"Add", "Rescale"} <= graph  # the quantized graph has them ...
+    assert "Add" not in kinds and "Rescale" not in kinds  # ... the binary runs them inside convolution layers
+    fused = [op for layer in npu.compiled.layers if layer.kind == "Conv" for op in layer.body.epilogue]
+    assert any(type(op).__name__ == "AddTensor" for op in fused)
+
+
+def test_roofline_bound_of_one_convolution_is_the_closed_form():
+    b = NetBuilder((1, 32, 14, 14))
+    network = b.network(b.conv("x", 32, 64, 3, 1, 1, relu=False))
+    npu = glowsdk.compile(network, "npu", quantization=QuantizationConfig(
+        collect_profile(network, calibration_random(network, 2))))
+    config = PRESETS["default"]
+    [conv] = [x for x in layer_bounds(npu.compiled.function, config) if x.kind == "Conv"]
+    macs = 14 * 14 * 64 * 3 * 3 * 32
+    moved = 32 * 14 * 14 + 64 * 32 * 3 * 3 + 4 * 64 + 64 * 14 * 14  # input, int8 weights, int32 bias, output
+    assert conv.macs == macs and conv.bytes == moved
+    assert conv.cycles == max(macs / (config.array_rows * config.array_cols), moved / config.dram_bytes_per_cycle)
+
+
+def test_compile_report_lists_each_layer_against_the_simulator(capsys):
+    model = str(glowsdk.zoo.digits_model_path())
+    assert main(["compile", model, "--input-shape", "image=1x1x8x8", "--target", "npu", "--calibration-random", "2",
+                 "--config", "edge", "--report"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("conv ", "conv__1 ", "matmul "))]
+    assert len(rows) == 3 and all("tile " in row for row in rows)
+    total = [line for line in out.splitlines() if line.startswith("total:")]
+    assert len(total) == 1 and "roofline bound" in total[0] and "'edge'" in total[0]
+    cycles = int(total[0].split()[1].replace(",", ""))
+    assert cycles > 0 and np.isfinite(cycles)
+
+
+def test_report_needs_the_npu_target(capsys):
+    assert main(["compile", "squeezenet", "--target", "interpreter", "--report"]) == 2
+    assert "--report" in capsys.readouterr().err
