@@ -16,7 +16,7 @@ from enum import IntEnum
 from glowsdk.errors import GlowError
 
 MAGIC = b"\x89NPUB\r\n\x1a"
-FORMAT_VERSION = (1, 0)
+FORMAT_VERSION = (1, 1)
 MAX_RANK = 8
 MAX_SECTION_ALIGNMENT = 1 << 16
 DRAM_ALIGNMENT = 64
@@ -138,7 +138,8 @@ TENSOR = Record("tensor", "One row of the tensor table.", [
     Field("name_length", "I", "name: length in bytes (UTF-8, 1..1024, no control characters)"),
     Field("elem", "B", "element kind code (table below)"),
     Field("rank", "B", f"number of dimensions, 0..{MAX_RANK}"),
-    _reserved("reserved", "H"),
+    Field("layout", "H", "0: the dims as listed, row-major; 1 (format 1.1): an image stored channels-innermost, "
+          "the dims listing N, H, W, C of a tensor whose logical dims are N, C, H, W (rank 4)"),
     Field("offset", "i", "quantization offset: real = (q - offset) * scale; 0 when not quantized"),
     Field("scale", "d", "quantization scale (finite, > 0), or 0.0 when the tensor is not quantized"),
     Field("dram_address", "Q", "DRAM address of the tensor's first byte"),
@@ -174,6 +175,10 @@ DEBUG_RANGE = Record("debug range", "Instructions [start, stop) come from one la
 
 RECORDS = [HEADER, SECTION_ENTRY, TABLE_HEADER, TENSOR, BINDING, REGION, DEBUG_RANGE]
 assert HEADER.size == 80 and HEADER.offsets["header_crc32"] == 76
+
+
+LAYOUTS = ("row-major", "nhwc")
+"""Tensor layout codes: the index is the code."""
 
 
 class SectionKind(IntEnum):

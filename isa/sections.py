@@ -14,7 +14,7 @@ import math
 import unicodedata
 from dataclasses import dataclass, field
 
-from .npub_layout import (BINDING, DEBUG_RANGE, DRAM_ALIGNMENT, ELEM_CODES, ELEM_KINDS, MAX_RANK, REGION,
+from .npub_layout import (BINDING, DEBUG_RANGE, DRAM_ALIGNMENT, ELEM_CODES, ELEM_KINDS, LAYOUTS, MAX_RANK, REGION,
                           TABLE_HEADER, TENSOR, Direction, Record, RegionKind, Span)
 
 MAX_NAME_BYTES = 1024
@@ -26,6 +26,8 @@ class TensorInfo:
     """A tensor the program reads or writes in DRAM: where it is and how to read its bytes.
 
     `scale` and `offset` quantize it (real = (q - offset) * scale); a scale of 0.0 means not quantized.
+    `shape` lists the dims as stored; layout "nhwc" stores an N, C, H, W image as N, H, W, C (the host
+    binding transposes), so `logical_shape` is what a caller gives and gets.
     """
 
     name: str
@@ -35,6 +37,14 @@ class TensorInfo:
     size_bytes: int
     scale: float = 0.0
     offset: int = 0
+    layout: str = "row-major"
+
+    @property
+    def logical_shape(self) -> tuple[int, ...]:
+        if self.layout == "nhwc":
+            n, h, w, c = self.shape
+            return n, c, h, w
+        return self.shape
 
     @property
     def elements(self) -> int:
@@ -168,7 +178,7 @@ def pack_tensors(tensors: list[TensorInfo]) -> bytes:
     for t in tensors:
         name_offset, name_length = pool.add(t.name)
         records.append(TENSOR.pack(name_offset=name_offset, name_length=name_length, elem=ELEM_CODES[t.elem],
-                                   rank=len(t.shape), offset=t.offset, scale=t.scale,
+                                   rank=len(t.shape), layout=LAYOUTS.index(t.layout), offset=t.offset, scale=t.scale,
                                    dram_address=t.dram_address, size_bytes=t.size_bytes,
                                    dims=tuple(t.shape) + (0,) * (MAX_RANK - len(t.shape))))
     return _pack_table(records, pool)
@@ -211,6 +221,9 @@ def unpack_tensors(span: Span, plan: MemoryPlan) -> list[TensorInfo]:
         if scale and elem == "float32":
             raise span.error(at + TENSOR.offsets["scale"], f"{what}: a float32 tensor cannot be quantized")
         shape = tuple(dims[:rank])
+        if v["layout"] >= len(LAYOUTS) or (LAYOUTS[v["layout"]] == "nhwc" and rank != 4):
+            raise span.error(at + TENSOR.offsets["layout"], f"{what}: layout code {v['layout']} is not one of "
+                             f"{', '.join(f'{c}={n}' for c, n in enumerate(LAYOUTS))} (nhwc needs rank 4)")
         need = math.prod(shape) * itemsize
         if v["size_bytes"] < need:
             raise span.error(at + TENSOR.offsets["size_bytes"], f"{what}: {v['size_bytes']} bytes cannot hold "
@@ -219,7 +232,8 @@ def unpack_tensors(span: Span, plan: MemoryPlan) -> list[TensorInfo]:
         if plan.region_of(address, size) is None:
             raise span.error(at + TENSOR.offsets["dram_address"], f"{what}: DRAM bytes 0x{address:x}..0x"
                              f"{address + size:x} are not inside one region of the plan ({_describe(plan)})")
-        tensors.append(TensorInfo(name, elem, shape, v["dram_address"], v["size_bytes"], scale, offset))
+        tensors.append(TensorInfo(name, elem, shape, v["dram_address"], v["size_bytes"], scale, offset,
+                                  LAYOUTS[v["layout"]]))
     return tensors
 
 

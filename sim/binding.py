@@ -40,9 +40,11 @@ def quantize(name: str, value: np.ndarray, tensor: TensorInfo) -> np.ndarray:
     """The bytes-ready array for input `name` bound to `tensor`: its shape checked, floats quantized."""
     dtype = DTYPES[tensor.elem]
     value = np.asarray(value)
-    if value.shape != tensor.shape:
+    if value.shape != tensor.logical_shape:
         raise SimInputError(f"input '{name}': shape {list(value.shape)} does not match tensor '{tensor.name}' "
-                            f"{list(tensor.shape)}")
+                            f"{list(tensor.logical_shape)}")
+    if tensor.layout == "nhwc":  # the host lays an image out channels-innermost, as the device reads it
+        value = value.transpose(0, 2, 3, 1)
     if value.dtype.kind not in "biuf":
         raise SimInputError(f"input '{name}': {value.dtype} data cannot feed tensor '{tensor.name}' of {tensor.elem}")
     if dtype.kind == "f":
@@ -67,6 +69,8 @@ def quantize(name: str, value: np.ndarray, tensor: TensorInfo) -> np.ndarray:
 def dequantize(raw: bytes, tensor: TensorInfo) -> np.ndarray:
     """An output's stored bytes as an array of its shape, as float32 when it is quantized."""
     value = np.frombuffer(raw, DTYPES[tensor.elem], tensor.elements).reshape(tensor.shape)
+    if tensor.layout == "nhwc":
+        value = value.transpose(0, 3, 1, 2)
     if tensor.scale:
         return ((value.astype(np.float64) - tensor.offset) * tensor.scale).astype(np.float32)
     return value.copy()
@@ -75,9 +79,9 @@ def dequantize(raw: bytes, tensor: TensorInfo) -> np.ndarray:
 def _random(tensor: TensorInfo, rng: np.random.Generator) -> np.ndarray:
     dtype = DTYPES[tensor.elem]
     if dtype.kind == "f":
-        return rng.standard_normal(tensor.shape).astype(dtype)
+        return rng.standard_normal(tensor.logical_shape).astype(dtype)
     info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max, tensor.shape, dtype=dtype, endpoint=True)
+    return rng.integers(info.min, info.max, tensor.logical_shape, dtype=dtype, endpoint=True)
 
 
 def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.ndarray], *, checked: bool = False,

@@ -112,9 +112,9 @@ def test_header_errors():
                                               "42 0d 0a 1a, expected the magic 89 4e 50 55 42 0d 0a 1a")
     assert "truncated: the file has 3 bytes, less than the magic" in error_of(DATA[:3])
     assert error_of(DATA[:40]) == "m.npub: header, byte 40: truncated: the file has 40 bytes, the header needs 80"
-    assert error_of(patched(8, "H", 2)) == ("m.npub: header, byte 8: format version 2.0 is not supported "
-                                            "(this reader reads 1.0 to 1.0)")
-    assert "format version 1.1 is not supported" in error_of(patched(10, "H", 1))
+    assert error_of(patched(8, "H", 2)) == ("m.npub: header, byte 8: format version 2.1 is not supported "
+                                            "(this reader reads 1.0 to 1.1)")
+    assert "format version 1.2 is not supported" in error_of(patched(10, "H", 2))
     assert f"ISA version 9.{ISA_VERSION[1]} is not supported" in error_of(patched(12, "H", 9))
     assert error_of(DATA[:76] + b"\0\0\0\0" + DATA[80:]).startswith("m.npub: header, byte 76: header CRC-32 is 0x")
     assert "unknown flags 0x4" in error_of(patched(48, "I", 4))
@@ -124,7 +124,7 @@ def test_header_errors():
 
 def test_older_minor_versions_are_read(monkeypatch):
     monkeypatch.setattr(container, "FORMAT_VERSION", (1, 3))
-    assert read_npub(DATA).format_version == (1, 0)
+    assert read_npub(DATA).format_version == (1, 1)
 
 
 def test_configuration_mismatch():
@@ -331,7 +331,7 @@ def test_disasm_text_reads_back_through_the_assembler(tmp_path, capsys):
     code, out, err = disasm(capsys, path)
     assert code == 0 and err == ""
     assert assemble(out) == sample().instructions
-    assert f"# NPU binary {path}: format 1.0, ISA {ISA_VERSION[0]}.{ISA_VERSION[1]}, {len(DATA)} bytes" in out
+    assert f"# NPU binary {path}: format 1.1, ISA {ISA_VERSION[0]}.{ISA_VERSION[1]}, {len(DATA)} bytes" in out
     for text in ("#   instructions", "#   constants    0x00000000..0x00000100    256",
                  "1  data       int8[2x32]  0x00004000..0x00004040     64  inputs       scale 0.25 offset -3",
                  "#   input   data  ->  tensor 1 (data)", "#   0..5  conv1  Conv",

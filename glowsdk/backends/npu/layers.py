@@ -128,16 +128,18 @@ class LayerBuilder:
 
     # -- the border ----------------------------------------------------------------------------------
     def _quantize(self, node: Node) -> None:
+        """An input, as the host binding writes it: an image channels-innermost (the layout the layers read)."""
         name = node.input.node.name
-        tensor = self._new(node.result(), region="inputs", name=name)
+        tensor = self._new(node.result(), nhwc=len(node.type.shape) == 4, region="inputs", name=name)
         self.inputs[name] = tensor
         self.values[node.result()] = tensor
 
     def _dequantize(self, node: Node) -> None:
         source = self.tensor(node.input)
+        nhwc = len(source.shape) == 4 and source.is_nhwc()
         for save in node.users:
             name = save.inputs[1].node.name
-            result = self._new(node.input, region="outputs", name=name)
+            result = self._new(node.input, nhwc=nhwc, region="outputs", name=name)
             self._copy(name, source, result)
             self.outputs[name] = result
 

@@ -112,5 +112,6 @@ def tensor_info(tensor: DramTensor, plan: MemoryPlan) -> TensorInfo:
         else range(len(tensor.shape))
     shape = tuple(tensor.shape[i] for i in order)
     elem = "int8" if tensor.itemsize == 1 else "int32"
+    layout = "nhwc" if len(tensor.shape) == 4 and tensor.is_nhwc() and not tensor.is_dense() else "row-major"
     return TensorInfo(tensor.name, elem, shape, getattr(plan, tensor.region).base + tensor.offset,
-                      max(tensor.extent, 0), tensor.scale, tensor.zero)
+                      max(tensor.extent, 0), tensor.scale, tensor.zero, layout)
