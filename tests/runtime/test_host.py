@@ -24,7 +24,8 @@ from glowsdk.runtime import (
     RequestFailed,
 )
 
-REQUESTS = 120
+REQUESTS = 1000
+"""Issue 9: 1,000 concurrent requests across 4 simulated NPUs and the CPU."""
 
 
 def make_host(npus: int = 4, heap: int = 1 << 20, **options) -> HostManager:
