@@ -4,7 +4,9 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
+from ..graph.types import ElemKind
 from .node_tests import CaseResult
+from .primitives import CellResult
 
 STATUSES = ("pass", "fail", "unsupported", "error")
 
@@ -71,3 +73,83 @@ def _fmt_float(value) -> str:
 
 def _fmt_bool(value) -> str:
     return "-" if value is None else ("same" if value else "DIFFERENT")
+
+
+# -- the primitive support matrix ----------------------------------------------------------------
+MATRIX_CELLS = {"pass": "ok", "partial": "part", "fail": "FAIL", "error": "ERR", "unsupported": "-"}
+MATRIX_LEGEND = ("ok: every variant matches the reference; part: some variants refused, the others match; "
+                 "FAIL: wrong results; ERR: a crash; -: unsupported (not declared, or refused); "
+                 "blank: not an element kind of the primitive")
+
+
+def short_kind(kind: ElemKind) -> str:
+    """A column header: float32 -> f32, bfloat16 -> bf16, uint8q -> u8q, float8e4m3fn -> f8e4m3fn."""
+    return kind.value.replace("bfloat", "bf").replace("float", "f").replace("uint", "u").replace("int", "i")
+
+
+def primitive_matrix(results: Sequence[CellResult]) -> tuple[list[ElemKind], dict[str, dict[ElemKind, str]]]:
+    """The element kinds with a case (columns) and each primitive's status per kind (rows)."""
+    rows: dict[str, dict[ElemKind, str]] = {}
+    for r in results:
+        rows.setdefault(r.primitive, {})[r.kind] = r.status
+    columns = [k for k in ElemKind if any(k in row for row in rows.values())]
+    return columns, rows
+
+
+def primitive_report(results: Sequence[CellResult]) -> str:
+    """The support matrix as text, its totals, and every declared cell that does not pass, with its reason."""
+    columns, rows = primitive_matrix(results)
+    table = [[name, *(MATRIX_CELLS[row[k]] if k in row else "" for k in columns)] for name, row in rows.items()]
+    text = [format_table(["primitive", *map(short_kind, columns)], table), "", MATRIX_LEGEND]
+    text.append("\n" + _primitive_totals(results))
+    problems = [r for r in results if r.status != "pass" and r.detail != "not declared"]
+    if problems:
+        text.append("\nnot passing (declared):")
+        text.extend(f"  {r.status:<11} {r.primitive} {r.kind.value}: {r.detail}" for r in problems)
+    return "\n".join(text)
+
+
+def primitive_counts(results: Sequence[CellResult]) -> dict[str, int]:
+    """Cells by status, with the unsupported ones split into `not declared` and `refused`."""
+    counts = Counter(r.status for r in results)
+    undeclared = sum(r.detail == "not declared" for r in results)
+    out = {s: counts.get(s, 0) for s in ("pass", "partial", "fail", "error")}
+    out.update(refused=counts.get("unsupported", 0) - undeclared, not_declared=undeclared, total=len(results))
+    return out
+
+
+def _primitive_totals(results: Sequence[CellResult]) -> str:
+    c = primitive_counts(results)
+    return (f"primitives: {c['pass']} of {c['total'] - c['not_declared']} declared cells pass ({c['partial']} partly, "
+            f"{c['fail']} fail, {c['error']} error, {c['refused']} refused); {c['not_declared']} not declared")
+
+
+def markdown_report(target: str, primitives: Sequence[CellResult] | None = None,
+                    nodes: Sequence[CaseResult] | None = None, models: Sequence | None = None) -> str:
+    """A release-notes page: the primitive support matrix, the node-test and model-zoo totals."""
+    text = [f"# glowsdk conformance: target `{target}`", ""]
+    if primitives is not None:
+        columns, rows = primitive_matrix(primitives)
+        text += ["## Primitive support", "", "| primitive | " + " | ".join(map(short_kind, columns)) + " |",
+                 "|---|" + "---|" * len(columns)]
+        for name, row in rows.items():
+            cells = [_markdown_cell(row.get(k)) for k in columns]
+            text.append(f"| `{name}` | " + " | ".join(cells) + " |")
+        text += ["", MATRIX_LEGEND.replace("ok:", "pass:") + ".", "", _primitive_totals(primitives) + ".", ""]
+        problems = [r for r in primitives if r.status != "pass" and r.detail != "not declared"]
+        text += [f"* {r.status} `{r.primitive}` {r.kind.value}: {r.detail}" for r in problems]
+        text += [""] if problems else []
+    if nodes is not None:
+        t = totals(nodes)
+        text += ["## ONNX node tests", "", f"{t['pass']} of {t['total']} cases pass ({t['fail']} fail, "
+                 f"{t['unsupported']} unsupported, {t['error']} error).", ""]
+    if models is not None:
+        text += ["## Model zoo", "", "| model | check | status | relative error |", "|---|---|---|---|"]
+        text += [f"| {r.model} | {r.check} | {r.status} | {_fmt_float(r.rel_error)} |" for r in models]
+        text.append("")
+    return "\n".join(text)
+
+
+def _markdown_cell(status: str | None) -> str:
+    return {None: "", "pass": "pass", "partial": "partial", "fail": "**FAIL**", "error": "**ERROR**",
+            "unsupported": "-"}[status]

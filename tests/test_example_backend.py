@@ -1,0 +1,139 @@
+"""The vendor guide's worked example, installed as a vendor ships it and used through the entry point.
+
+The fixture pip-installs vendor_guide/example_backend (the imaginary TinyVec-1:
+float32 element-wise, MatMul and 2-D Conv only) into this environment, offline,
+and uninstalls it afterwards. Its outputs are compared with the interpreter's;
+through the host runtime, what the chip cannot run falls back to the CPU.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import glowsdk
+from glowsdk.backends import get_backend
+from glowsdk.backends.base import Backend
+from glowsdk.errors import UnsupportedOpsError
+from glowsdk.runtime import CpuDeviceManager
+
+PACKAGE = Path(__file__).resolve().parent.parent / "vendor_guide" / "example_backend"
+DISTRIBUTION = "tinyvec-backend"
+
+
+def _pip(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args, "--disable-pip-version-check"],
+                          capture_output=True, text=True, timeout=300)
+
+
+def _forget() -> None:
+    _pip("uninstall", "--yes", DISTRIBUTION)
+    for name in [m for m in sys.modules if m.split(".")[0] == "tinyvec_backend"]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+@pytest.fixture(scope="module")
+def tinyvec(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Backend:
+    """The installed example's backend; built from a copy so the guide's folder stays clean."""
+    source = tmp_path_factory.mktemp("tinyvec") / "example_backend"
+    shutil.copytree(PACKAGE, source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    request.addfinalizer(_forget)
+    installed = _pip("install", "--no-deps", "--no-build-isolation", "--no-index", "--no-cache-dir", "--quiet",
+                     str(source))
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    importlib.invalidate_caches()
+    return get_backend("tinyvec")
+
+
+def conv_mlp(seed: int = 0) -> glowsdk.Network:
+    """Conv -> Relu -> Conv(stride 2) -> Relu -> MatMul + bias: nothing TinyVec-1 lacks once lowered."""
+    rng = np.random.default_rng(seed)
+    weights = {"w1": rng.standard_normal((4, 2, 3, 3)), "b1": rng.standard_normal(4),
+               "w2": rng.standard_normal((3, 4, 3, 3)), "w3": rng.standard_normal((27, 5)),
+               "b3": rng.standard_normal(5), "shape": np.array([2, 27])}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], strides=[2, 2]),
+             helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("Reshape", ["r2", "shape"], ["f"]),
+             helper.make_node("MatMul", ["f", "w3"], ["m"]),
+             helper.make_node("Add", ["m", "b3"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "conv_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 2, 7, 7))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(a.astype(np.int64 if k == "shape" else np.float32), k) for k, a in weights.items()])
+    return glowsdk.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def _interpreter(network: glowsdk.Network, feeds: dict) -> dict:
+    return glowsdk.compile(network, target="interpreter").run(feeds)
+
+
+def test_listed_through_its_entry_point(tinyvec: Backend) -> None:
+    listed = subprocess.run([sys.executable, "-m", "glowsdk", "backends"], capture_output=True, text=True,
+                            timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "tinyvec  (tinyvec_backend:TinyVecBackend)" in listed.stdout
+    assert "primitives (9 of" in listed.stdout.split("tinyvec  (")[1]
+    assert tinyvec.device_info().extra["lanes"] == 16
+
+
+def test_a_network_it_runs_whole_matches_the_interpreter(tinyvec: Backend) -> None:
+    network = conv_mlp()
+    compiled = glowsdk.compile(network, target="tinyvec")
+    feeds = network.random_inputs(seed=1)
+    got, want = compiled.run(feeds), _interpreter(network, feeds)
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
+    loaded = compiled.compiled
+    kinds = {op.instr.kind for op in loaded.ops}
+    assert kinds == {"Conv", "MatMul", "Max", "Add"}  # Relu lowered to Max; the Reshape became a tensorview
+    assert loaded.cycles > 0 and loaded.program.plan.activation_bytes > 0
+
+
+def test_a_whole_light_model_is_refused_naming_what_is_missing(tinyvec: Backend) -> None:
+    with pytest.raises(UnsupportedOpsError, match="tinyvec") as caught:
+        glowsdk.compile(glowsdk.load("squeezenet", random_weights=0), target="tinyvec")
+    assert {"MaxPool", "Concat"} <= set(caught.value.ops) and "Conv" not in caught.value.ops
+
+
+def test_squeezenet_on_the_host_runtime_falls_back_to_the_cpu(tinyvec: Backend) -> None:
+    from tinyvec_backend import TinyVecDevice, TinyVecHost
+
+    network = glowsdk.load("squeezenet", random_weights=0)
+    host = TinyVecHost([TinyVecDevice(), CpuDeviceManager()])
+    try:
+        plan = host.add_network("squeezenet", network)
+        on = {kind: {op for p in plan.partitions if p.kind == kind for op in p.ops} for kind in ("tinyvec", "cpu")}
+        assert {"Conv", "Max"} <= on["tinyvec"] <= set(tinyvec.primitives)  # Relu is Max; Softmax's Sub, Div
+        assert {"MaxPool", "Concat", "Exp", "ReduceMax"} <= on["cpu"] and not on["cpu"] & set(tinyvec.primitives)
+        feeds = network.random_inputs(seed=2)
+        response = host.run("squeezenet", feeds).result(timeout=300)
+    finally:
+        host.close()
+    want = _interpreter(network, feeds)
+    for name, value in want.items():
+        np.testing.assert_allclose(response.outputs[name], value, rtol=1e-5, atol=1e-6)
+    assert set(response.devices.values()) == {"tinyvec0", "cpu0"} and response.device_seconds > 0
+
+
+def test_conformance_matrix(tinyvec: Backend, tmp_path: Path) -> None:
+    report = tmp_path / "tinyvec.json"
+    run = subprocess.run([sys.executable, "-m", "glowsdk", "conformance", "--target", "tinyvec", "--suite",
+                          "primitives", "--json", str(report), "--strict"], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    matrix = json.loads(report.read_text())["primitives"]["matrix"]
+    for name in ("Add", "Sub", "Mul", "Div", "Max", "Min", "MatMul", "Reshape"):
+        assert matrix[name]["float32"] == "pass", name
+    assert matrix["Conv"]["float32"] == "partial"  # the 1-D variant is refused, the 2-D ones pass
+    assert matrix["Add"]["float16"] == matrix["MaxPool"]["float32"] == "unsupported"
+    assert re.search(r"partial +Conv float32: refused: 1-D$", run.stdout, re.M), run.stdout
