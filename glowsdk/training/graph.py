@@ -3,7 +3,8 @@
 Weights are Placeholders while training. `make_trainable` turns the float Constants
 an inference function reads into Placeholders of the same names; `build_training`
 adds a second function to the module that recomputes the forward pass, applies
-the loss, differentiates it and updates every weight with an SGD node. The updated
+the loss, differentiates it and updates every weight with an SGD node; its BatchNorms
+normalise with batch statistics and update their running ones (`batch_norm`). The updated
 weights (and momentum velocities) are saved into paired output Placeholders, which
 the runtime binds back into the weights' tensors before the next step: a Save into
 an input Placeholder would need every backend's scheduler and allocator to order
@@ -20,10 +21,11 @@ import numpy as np
 from ..errors import GlowError, GraphError
 from ..graph.function import Function
 from ..graph.node import Constant, NodeValue, Placeholder
-from ..graph.nodes import elementwise as ew, reduce as rd, training as tr
+from ..graph.nodes import elementwise as ew, nn, reduce as rd, training as tr
 from ..graph.nodes.core import Save
 from ..graph.types import ElemKind, Type
 from .autodiff import differentiate
+from .batch_norm import DEFAULT_MOMENTUM, RunningStatistic, batch_norm_training
 
 LOSSES = ("cross_entropy", "regression")
 """cross_entropy: SoftmaxCrossEntropy of N x K logits against int64 labels N;
@@ -70,6 +72,7 @@ class TrainingGraph:
     target: Placeholder
     loss: Placeholder
     parameters: list[Parameter] = field(default_factory=list)
+    statistics: list[RunningStatistic] = field(default_factory=list)
 
 
 def make_trainable(function: Function, names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
@@ -104,18 +107,27 @@ def _single_output(function: Function) -> NodeValue:
 
 
 def build_training(function: Function, weights: Iterable[str], loss: str, sgd: SGDConfig,
-                   name: str = "train") -> TrainingGraph:
-    """Add to `function`'s module a function training the Placeholders `weights` on `loss` with `sgd`."""
+                   name: str = "train", batch_norm_momentum: float | None = DEFAULT_MOMENTUM) -> TrainingGraph:
+    """Add to `function`'s module a function training the Placeholders `weights` on `loss` with `sgd`.
+
+    BatchNorms run in training mode, their running statistics following the batch's with
+    `batch_norm_momentum`; None keeps them in inference mode (frozen statistics, as for fine-tuning).
+    """
     if loss not in LOSSES:
         raise GlowError(f"unknown loss '{loss}' (expected one of {', '.join(LOSSES)})")
     module = function.module
     train = module.create_function(name)
     mapping: dict[NodeValue, NodeValue] = {}
     output = _single_output(function)
+    statistics: list[RunningStatistic] = []
     for node in function.nodes:
         if isinstance(node, Save):
             continue
         inputs = [None if v is None else mapping.get(v, v) for v in node.inputs]
+        if isinstance(node, nn.BatchNorm) and batch_norm_momentum is not None:
+            mapping[node.result()] = batch_norm_training(train, node.name, inputs, node.epsilon,
+                                                         batch_norm_momentum, statistics)
+            continue
         twin = train.create(type(node), inputs, node.name, **node.attrs)
         mapping.update(zip(node.results, twin.results))
     prediction = mapping[output]
@@ -129,7 +141,7 @@ def build_training(function: Function, weights: Iterable[str], loss: str, sgd: S
         reported = _half_squared_error(train, prediction, target.result())
     placeholders = [module.placeholders[w] for w in weights]
     grads = differentiate(train, objective, placeholders)
-    graph = TrainingGraph(train, function, target, train.save(reported, "loss"))
+    graph = TrainingGraph(train, function, target, train.save(reported, "loss"), statistics=statistics)
     for weight in placeholders:
         grad = grads[weight.name]
         if grad is None:
@@ -167,6 +179,7 @@ def discard(graph: TrainingGraph) -> None:
     del module.functions[train.name]
     own = [graph.target, graph.loss] + [ph for p in graph.parameters
                                         for ph in (p.updated, p.velocity, p.velocity_updated) if ph is not None]
+    own += [s.updated for s in graph.statistics]
     for ph in own:
         del module.placeholders[ph.name]
     module.erase_unused_storage()

@@ -21,6 +21,7 @@ from ..backends.registry import get_backend
 from ..compiler.pipeline import compile_function
 from ..errors import GlowError
 from ..graph.function import Function
+from .batch_norm import DEFAULT_MOMENTUM, running_statistics
 from .graph import SGDConfig, TrainingGraph, build_training, discard, freeze, make_trainable
 
 Batch = tuple[Mapping[str, np.ndarray], np.ndarray]
@@ -54,14 +55,22 @@ class Batches:
 
 
 class Trainer:
-    """A function's training function compiled for `backend`, with the weights it updates."""
+    """A function's training function compiled for `backend`, with the weights it updates.
+
+    `self.weights` also holds the BatchNorm running statistics (unless `batch_norm_momentum` is None,
+    which keeps BatchNorm in inference mode): each step replaces them by their momentum updates.
+    """
 
     def __init__(self, function: Function, loss: str = "cross_entropy", sgd: SGDConfig = DEFAULT_SGD,
-                 backend: str = "interpreter", trainable: Iterable[str] | None = None) -> None:
+                 backend: str = "interpreter", trainable: Iterable[str] | None = None,
+                 batch_norm_momentum: float | None = DEFAULT_MOMENTUM) -> None:
         self.function = function
         self.backend = backend
+        if trainable is not None and batch_norm_momentum is not None:
+            trainable = {*trainable, *running_statistics(function)}
         self.weights = make_trainable(function, trainable)
-        self.graph: TrainingGraph = build_training(function, self.weights, loss, sgd)
+        self.graph: TrainingGraph = build_training(function, self.weights, loss, sgd,
+                                                   batch_norm_momentum=batch_norm_momentum)
         self.velocities = {p.velocity.name: np.zeros(p.velocity.type.shape, p.velocity.type.dtype)
                            for p in self.graph.parameters if p.velocity is not None}
         self.compiled = compile_function(self.graph.function, get_backend(backend))
@@ -75,6 +84,8 @@ class Trainer:
             self.weights[param.name] = outputs[param.updated.name]
             if param.velocity is not None:
                 self.velocities[param.velocity.name] = outputs[param.velocity_updated.name]
+        for stat in self.graph.statistics:
+            self.weights[stat.name] = outputs[stat.updated.name]
         return float(outputs[self.graph.loss.name])
 
     def epoch(self, batches: Iterable[Batch], progress: Callable[[int, float], None] | None = None) -> float:
@@ -119,13 +130,15 @@ class Trainer:
 
 def train(function: Function, loss: str, batches: Iterable[Batch], epochs: int, lr: float, *,
           momentum: float = 0.0, weight_decay: float = 0.0, backend: str = "interpreter",
-          trainable: Iterable[str] | None = None,
+          trainable: Iterable[str] | None = None, batch_norm_momentum: float | None = DEFAULT_MOMENTUM,
           on_epoch: Callable[[int, float], None] | None = None) -> list[float]:
     """Train `function`'s float Constants (or `trainable`) with SGD for `epochs` passes over `batches`
-    on `backend`, then freeze them back into Constants; returns the mean loss of each epoch."""
+    on `backend` (BatchNorms in training mode unless `batch_norm_momentum` is None), then freeze them
+    back into Constants; returns the mean loss of each epoch."""
     if epochs < 1:
         raise GlowError(f"epochs must be at least 1, got {epochs}")
-    trainer = Trainer(function, loss, SGDConfig(lr, momentum, weight_decay), backend, trainable)
+    trainer = Trainer(function, loss, SGDConfig(lr, momentum, weight_decay), backend, trainable,
+                      batch_norm_momentum)
     history = []
     for epoch in range(epochs):
         history.append(trainer.epoch(batches))
