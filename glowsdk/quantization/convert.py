@@ -10,10 +10,12 @@ constants, which leaves integer islands with conversions only at their borders.
 
 Activations get int8 types from their profile (calibration method and schema,
 see `params.py`). Weights (Constant operands of Conv, MatMul and Mul) are
-quantized symmetrically over -127..127 (offset 0) from their own range, as onnxruntime does,
-so the array multiplies raw integers; with `per_channel`, Conv filters and
-MatMul weight matrices get one scale per output channel (filter, or column). Conv biases, and a constant bias added
-to a MatMul, become int32 at the accumulator's scale s_x * s_w and are added
+quantized symmetrically over -127..127 (offset 0), as onnxruntime does, so the
+array multiplies raw integers; Conv and MatMul weights are first clipped to the
+bound minimising their own squared quantization error (`params.weight_bounds`),
+Mul's keep their whole range. With `per_channel`, Conv filters and MatMul weight
+matrices get one bound and scale per output channel (filter, or column). Conv
+biases, and a constant bias added to a MatMul, become int32 at the accumulator's scale s_x * s_w and are added
 before the one requantization (paper 4.3).
 """
 from __future__ import annotations
@@ -32,15 +34,15 @@ from ..graph.nodes import elementwise as ew
 from ..graph.nodes import linalg, nn, quant, tensor
 from ..graph.table import KindTable
 from ..graph.types import ElemKind, Type
-from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params, weight_params
+from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params, weight_bounds, weight_params
 from .profile import Profile
 
 Rule = Callable[["Quantizer", Node], "dict[NodeValue, NodeValue] | NodeValue | None"]
 RULES = KindTable("a quantization rule")
 """How each node kind is quantized; a rule returns the quantized value replacing each float result."""
-COMPUTE = frozenset({"Conv", "MatMul", "Softmax"})
-"""Kinds worth int8 even when their result goes straight back to float (Softmax reaches the quantizer
-only on a backend that keeps it unlowered, an integer device's classifier tail). The cheap kinds (element-wise,
+COMPUTE = frozenset({"Conv", "MatMul", "Softmax", "GlobalAveragePool"})
+"""Kinds worth int8 even when their result goes straight back to float (Softmax and GlobalAveragePool reach
+the quantizer only on a backend that keeps them unlowered, an integer device's classifier tail). The cheap kinds (element-wise,
 layout, pools) are quantized only when a user is too: alone they would only add conversions and
 rounding (the Sub of a lowered Softmax, feeding Exp, is the case in point)."""
 
@@ -124,6 +126,13 @@ class Quantizer:
         found = self._types[name]
         return None if found is None else found.with_shape(value.type.shape)
 
+    def assume_type(self, value: NodeValue, type_: Type) -> None:
+        """Give a float value the profile does not name `type_` (a kind kept unlowered, whose lowering named
+        the values the profile saw otherwise), so that its users can be quantized."""
+        name = self._profiled_as.get(value.name, value.name)
+        if name not in self.config.profile.values:
+            self._types[name] = type_.with_shape(())
+
     def constant_type(self, value: NodeValue) -> Type | None:
         """The int8 type covering a float32 Constant's own range (the schema's choice of parameters)."""
         if value.type.elem is not ElemKind.FLOAT32:
@@ -137,21 +146,38 @@ class Quantizer:
         return self.function.add(quant.Quantize, value, name=f"{value.name}/{type_.elem.value}",
                                  result_type=type_.with_shape(value.type.shape))
 
-    def operand(self, value: NodeValue, channel_axis: int | None = None) -> NodeValue | None:
+    def operand(self, value: NodeValue, channel_axis: int | None = None, summed: bool = False) -> NodeValue | None:
         """An 8-bit operand of a product: a Constant weight symmetric on its own range (per channel along
-        `channel_axis` when the config asks for it), else the profile's type."""
+        `channel_axis` when the config asks for it), else the profile's type.
+
+        A weight the product sums over (`summed`: Conv filters, MatMul matrices) is first clipped to the
+        bound minimising its own squared quantization error (`params.weight_bounds`): the rounding errors
+        of many products average out, so a finer grid for the bulk of the weights beats an exact outlier.
+        """
         if isinstance(value.node, Constant) and value.type.elem is ElemKind.FLOAT32:
-            data = np.abs(value.node.value.astype(np.float64))
-            if self.config.per_channel and channel_axis is not None and data.size:
-                others = tuple(i for i in range(data.ndim) if i != channel_axis)
-                params = [weight_params(b) for b in data.max(axis=others)]
-                scales, offsets = zip(*params)
-                return self.quantize(value, Type(ElemKind.QINT8, value.type.shape, scales, offsets, channel_axis))
-            bound = float(data.max()) if data.size else 0.0
-            scale, offset = weight_params(bound)
-            return self.quantize(value, Type(ElemKind.QINT8, value.type.shape, scale, offset))
+            per_channel = self.config.per_channel and value.node.value.size > 0
+            return self._weight(value, channel_axis if per_channel else None, summed)
         type_ = self.activation_type(value)
         return None if type_ is None else self.quantize(value, type_)
+
+    def _weight(self, value: NodeValue, channel_axis: int | None, summed: bool) -> NodeValue:
+        data = value.node.value
+        # one row of magnitudes per channel (channel axis first), or one row for the whole tensor
+        rows = np.abs(np.moveaxis(data, channel_axis, 0) if channel_axis is not None else data.reshape(1, -1))
+        rows = rows.reshape(len(rows), -1)
+        largest = rows.max(axis=1, initial=0.0)
+        bounds = weight_bounds(rows) if summed else largest
+        if np.any(bounds < largest):
+            shape = [1] * data.ndim
+            if channel_axis is not None:
+                shape[channel_axis] = -1
+            limit = np.float32(bounds).reshape(shape)
+            value = self.function.module.create_constant(f"{value.name}/clipped",
+                                                         np.clip(data, -limit, limit)).result()
+        scales, offsets = zip(*(weight_params(float(b)) for b in bounds))
+        if channel_axis is None:
+            return self.quantize(value, Type(ElemKind.QINT8, value.type.shape, scales[0], offsets[0]))
+        return self.quantize(value, Type(ElemKind.QINT8, value.type.shape, scales, offsets, channel_axis))
 
     def bias(self, value: NodeValue, accumulator: Type) -> NodeValue:
         """A float bias added to a MatMul's accumulator (one value per column, the last dim) as int32 at
@@ -261,7 +287,7 @@ def _requantized(q: Quantizer, accumulator: NodeValue, result: NodeValue) -> Nod
 
 @RULES.register(nn.Conv)
 def _conv(q: Quantizer, node: Node) -> NodeValue | None:
-    x, w = q.operand(node.input), q.operand(node.filter, channel_axis=0)
+    x, w = q.operand(node.input), q.operand(node.filter, channel_axis=0, summed=True)
     if x is None or w is None:
         return None
     bias = None if node.bias is None else q.quantize(node.bias, nn.quantized_bias_type(x.type, w.type))
@@ -281,7 +307,8 @@ def _constant_bias(add: Node, product: NodeValue) -> NodeValue | None:
 
 @RULES.register(linalg.MatMul)
 def _matmul(q: Quantizer, node: Node) -> dict[NodeValue, NodeValue] | NodeValue | None:
-    lhs, rhs = q.operand(node.lhs), q.operand(node.rhs, channel_axis=node.rhs.type.rank - 1)
+    lhs = q.operand(node.lhs, summed=True)
+    rhs = q.operand(node.rhs, channel_axis=node.rhs.type.rank - 1, summed=True)
     if lhs is None or rhs is None:
         return None
     accumulator = q.add(linalg.MatMul, lhs, rhs)
@@ -294,11 +321,26 @@ def _matmul(q: Quantizer, node: Node) -> dict[NodeValue, NodeValue] | NodeValue 
 
 
 @RULES.register(ew.Mul)
-def _mul(q: Quantizer, node: Node) -> NodeValue | None:
+def _mul(q: Quantizer, node: Node) -> dict[NodeValue, NodeValue] | NodeValue | None:
+    """A constant added to the product (a standalone BatchNorm's x * a[c] + b[c]) joins the int32
+    accumulator before the one requantization, as a MatMul's bias does, where the backend runs that form."""
     lhs, rhs = q.operand(node.lhs), q.operand(node.rhs)
     if lhs is None or rhs is None:
         return None
-    return _requantized(q, q.add(ew.Mul, lhs, rhs), node.result())
+    product = q.add(ew.Mul, lhs, rhs)
+    users = list(node.users)
+    add = users[0] if len(users) == 1 and users[0].kind == "Add" else None
+    other = None if add is None else add.rhs if add.lhs == node.result() else add.lhs
+    if (other is not None and isinstance(other.node, Constant) and add.type.shape == node.type.shape
+            and q.activation_type(add.result()) is not None):
+        bias = q.bias(other, product.type)
+        summed = q.add(ew.Add, product, bias)
+        rescaled = _requantized(q, summed, add.result())
+        if all(q.backend.is_op_supported(n) for n in (summed.node, rescaled.node)):
+            return {add.result(): rescaled}
+        for created in (rescaled.node, summed.node, bias.node):
+            q.function.erase(created)
+    return _requantized(q, product, node.result())
 
 
 @RULES.register(ew.Max, ew.Min, tensor.Concat)
@@ -340,6 +382,31 @@ def _softmax(q: Quantizer, node: Node) -> NodeValue | None:
     if type_ is None:
         return None
     return q.add(nn.Softmax, q.quantize(node.input, type_), axes=node.axes)
+
+
+@RULES.register(nn.GlobalAveragePool)
+def _global_average_pool(q: Quantizer, node: Node) -> NodeValue | None:
+    """int8: the AveragePool of the whole image in the input's type (its rounded integer mean), which is also
+    the result's type when the profile saw only the lowered form. The float kind reaches the quantizer only on
+    a backend that keeps it unlowered (an integer device's classifier tail)."""
+    type_ = q.activation_type(node.input)
+    if type_ is None:
+        return None
+    spatial = node.input.type.shape[2:]
+    q.assume_type(node.result(), type_)
+    return q.add(nn.AveragePool, q.quantize(node.input, type_), kernel=spatial, strides=(1,) * len(spatial),
+                 pads=(0,) * (2 * len(spatial)), dilations=(1,) * len(spatial))
+
+
+@RULES.register(nn.LRN)
+def _lrn(q: Quantizer, node: Node) -> NodeValue | None:
+    """int8 in, the same type out (nn.LRN's doc: integer semantics; |y| <= |x| for bias >= 1), which is also
+    the result's type when the profile saw only the lowered form (a backend keeps LRN unlowered)."""
+    type_ = q.activation_type(node.input)
+    if type_ is None or node.bias < 1:
+        return None
+    q.assume_type(node.result(), type_)
+    return q.add(nn.LRN, q.quantize(node.input, type_), **node.attrs)
 
 
 @RULES.register(tensor.Gather)

@@ -24,7 +24,7 @@ from ...reference.evaluator import check_inputs, declared_inputs
 from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from .binary import build_binary
 from .layers import LayerBuilder
-from .support import quantized_form_ok, softmax_form
+from .support import KEPT_UNLOWERED, quantized_form_ok
 
 OPTIONS = {
     "config": "architecture preset (edge, default, server) or configuration file (default: default)",
@@ -58,24 +58,25 @@ class NpuFunction(CompiledFunction):
 
 class NpuBackend(Backend):
     """The glowsdk reference NPU (isa/, sim/): int8 convolutions, matrix products, pooling, element-wise,
-    softmax (kept unlowered)."""
+    softmax, global average pooling, LRN (kept unlowered: support.KEPT_UNLOWERED)."""
 
     name = "npu"
     requires_quantization = True
     primitives = {
         "Conv": frozenset({Q8, Q32}), "MatMul": frozenset({Q8, Q32}), "Add": frozenset({Q8, Q32}),
+        "Mul": frozenset({Q8, Q32}),
         "Max": _INT8, "Min": _INT8, "MaxPool": _INT8, "AveragePool": _INT8,
         "Reshape": _INT8, "Transpose": _INT8, "Concat": _INT8, "Slice": _INT8, "Rescale": frozenset({Q8, Q32}),
         "Quantize": frozenset({Q8, Q32, F32}), "Dequantize": frozenset({Q8, F32}),
     }
 
     def is_op_supported(self, node: Node) -> bool:
-        if node.kind == "Softmax":  # kept unlowered: the float form is for the quantizer to convert
-            return softmax_form(node) and (node.input.type.elem is F32 or quantized_form_ok(node))
+        if node.kind in KEPT_UNLOWERED:  # the float form is for the quantizer to convert
+            return KEPT_UNLOWERED[node.kind](node) and (node.input.type.elem is F32 or quantized_form_ok(node))
         return super().is_op_supported(node) and (node.kind in ("Quantize", "Dequantize") or quantized_form_ok(node))
 
     def should_lower(self, node: Node) -> bool:
-        return not (node.kind == "Softmax" and softmax_form(node))
+        return not (node.kind in KEPT_UNLOWERED and KEPT_UNLOWERED[node.kind](node))
 
     def device_info(self) -> DeviceInfo:
         return DeviceInfo(memory_bytes=PRESETS["default"].dram_bytes, description="glowsdk reference NPU (simulated)")

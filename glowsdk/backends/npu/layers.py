@@ -21,7 +21,11 @@ from isa.config import ArchConfig
 from ...graph.function import Function
 from ...graph.node import Constant, Node, NodeValue, Placeholder
 from ...graph.nodes import quant
+from ...graph.nodes.lrn_int8 import lrn_table
+from .affine import AffineLayer, check_bias
 from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Requant, Rescale8
+from .grouped import grouped_layers
+from .lrn import LrnLayer
 from .tensors import DramPlanner, DramTensor, dense_strides
 from .support import quantized_form_ok
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
@@ -145,6 +149,8 @@ class LayerBuilder:
 
     # -- matrix layers --------------------------------------------------------------------------------
     def _conv(self, node: Node) -> None:
+        if node.group > 1:
+            return self._grouped_conv(node)
         rescale = next(iter(node.users))
         self.fused.add(id(rescale))
         x = self.laid_out(node.input, nhwc=True)
@@ -223,6 +229,62 @@ class LayerBuilder:
                                self.add_constant, epilogue)
         self.layers.append(Layer(node.name, node.kind, layer))
 
+    def _grouped_conv(self, node: Node) -> None:
+        """A grouped or depthwise Conv -> Rescale: block-diagonal convolution layers (grouped.py)."""
+        rescale = next(iter(node.users))
+        self.fused.add(id(rescale))
+        x = self.laid_out(node.input, nhwc=True)
+        out = self._new(rescale.result(), nhwc=True)
+        self.values[rescale.result()] = out
+        requant = requant_params(rescale.input, rescale.result(), node.type.shape[1], f"'{rescale.name}'")
+        for name, layer in grouped_layers(node, x, out, requant, self.config, self.add_constant):
+            self.layers.append(Layer(name, node.kind, layer))
+
+    def _mul(self, node: Node) -> None:
+        """x * a[c] [+ b[c]] -> Rescale: a standalone BatchNorm as the per-channel affine layer (affine.py)."""
+        x, a = (node.lhs, node.rhs) if isinstance(node.rhs.node, Constant) else (node.rhs, node.lhs)
+        channels = node.type.shape[1]
+        bias = np.zeros(channels, np.int64)
+        user = next(iter(node.users))
+        if user.kind == "Add":
+            other = user.rhs if user.lhs == node.result() else user.lhs
+            bias = np.broadcast_to(np.asarray(other.node.value, np.int64).reshape(-1), (channels,))
+            self.fused.add(id(user))
+            user = next(iter(user.users))
+        self.fused.add(id(user))
+        check_bias(bias, f"'{node.name}'")
+        weights = np.broadcast_to(np.asarray(a.node.value).reshape(-1), (channels,)).astype(np.int8)
+        rows = [DramTensor(f"{node.name}/{what}", (channels,), (size,), "constants", self.add_constant(data),
+                           itemsize=size)
+                for what, size, data in (("weights", 1, weights.tobytes()), ("bias", 4, bias.astype("<i4").tobytes()))]
+        source = self._compact_nhwc(x)
+        out = self._new(user.result(), nhwc=True)
+        self.values[user.result()] = out
+        requant = requant_params(user.input, user.result(), 1, f"'{user.name}'")
+        self.layers.append(Layer(node.name, node.kind, AffineLayer(source, out, channels, *rows, _zero(x), requant)))
+
+    def _compact_nhwc(self, value: NodeValue) -> DramTensor:
+        """`value` as an NHWC image with nothing between pixels (a Concat's part is copied out of its whole)."""
+        source = self.laid_out(value, nhwc=True)
+        if source.extent == source.elements:
+            return source
+        compact = self._new(value, nhwc=True, name=f"{value.name}/compact")
+        self._copy(compact.name, source, compact)
+        return compact
+
+    def _lrn(self, node: Node) -> None:
+        """int8 LRN on the vector engine (lrn.py), its table among the constants."""
+        x = node.input.type
+        table = lrn_table(x.scale, x.offset, node.size, node.alpha, node.beta, node.bias)
+        entries = DramTensor(f"{node.name}/table", (table.entries.size,), (4,), "constants",
+                             self.add_constant(table.entries.astype("<i4").tobytes()), itemsize=4)
+        out = self._new(node.result(), nhwc=True)
+        self.values[node.result()] = out
+        self.layers.append(Layer(node.name, node.kind, LrnLayer(
+            self._compact_nhwc(node.input), out, x.shape[1], node.size, entries, table.index_shift,
+            table.fraction_bits, x.offset)))
+
+    # -- vector layers ---------------------------------------------------------------------------------
     def _broadcast(self, value: NodeValue, shape: tuple[int, ...]) -> NodeValue:
         """A constant operand of another shape, materialised at `shape` (a ReLU's zero, say)."""
         if value.type.shape == shape:

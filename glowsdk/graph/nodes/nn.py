@@ -363,7 +363,12 @@ RMSNorm = define_node(
 
 
 def _verify_lrn(node: Node) -> None:
-    _require_float(node, "input")
+    x = node.input.type
+    if x.elem is ElemKind.QINT8:
+        if x.per_channel:
+            raise node.fail(f"an int8 LRN needs one scale for its input, got {x}")
+    else:
+        _require_float(node, "input")
     if node.input.type.rank < 3:
         raise node.fail(f"input must be N x C x D.., got {node.input.type}")
     if node.size < 1:
@@ -375,7 +380,11 @@ LRN = define_node(
     attrs=[int_attr("size"), float_attr("alpha", 1e-4), float_attr("beta", 0.75), float_attr("bias", 1.0)],
     infer=same_as(0), verify=_verify_lrn, family=FAMILY,
     doc="""Local response normalisation across channels: y = x / (bias + alpha/size * s)^beta where
-    s sums x^2 over channels [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to [0, C).""")
+    s sums x^2 over channels [c - floor((size-1)/2), c + ceil((size-1)/2)] clipped to [0, C). On int8q x
+    (scale s, offset z; bias > 0, alpha >= 0) the result keeps x's type (|y| <= |x| when bias >= 1) and is
+    computed on raw integers: u = q - z, S = the window's sum of u^2, and with the table of
+    lrn_int8.lrn_table (k, F, T: the normaliser at the middle of S's bucket S >> k, times 2^F),
+    y = clamp(round(u * T[S >> k] / 2^F) + z, -128, 127), rounding half to even.""")
 
 
 # -- softmax ------------------------------------------------------------------------------------

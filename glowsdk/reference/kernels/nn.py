@@ -15,6 +15,7 @@ import numpy as np
 from isa import numerics
 
 from ...graph.nodes import linalg, nn, quant
+from ...graph.nodes.lrn_int8 import lrn_table
 from ...graph.types import ElemKind
 from ..registry import kernel
 from .quant import offset_shifted, wrap_int32
@@ -274,20 +275,37 @@ def _rms_norm(node, x, scale):
     return x / np.sqrt(mean_square + acc.type(node.epsilon)) * _as(scale, acc)
 
 
+def _channel_window_sums(squares: np.ndarray, size: int) -> np.ndarray:
+    """LRN's sums over channels [c - floor((size-1)/2), c + ceil((size-1)/2)], as `size` shifted adds of
+    the zero-padded squares."""
+    channels = squares.shape[1]
+    before = (size - 1) // 2
+    widths = [(0, 0), (before, size - 1 - before)] + [(0, 0)] * (squares.ndim - 2)
+    padded = np.pad(squares, widths)
+    window = padded[:, :channels].copy()
+    for shift in range(1, size):
+        window += padded[:, shift:shift + channels]
+    return window
+
+
 @kernel(nn.LRN)
 def _lrn(node, x):
-    """Channel-window sums of squares as `size` shifted adds of the zero-padded squares."""
+    if node.input.type.elem is ElemKind.QINT8:
+        return _quantized_lrn(node, x)
     acc = compute_dtype(x)
     x = _as(x, acc)
-    channels = x.shape[1]
-    before = (node.size - 1) // 2
-    after = node.size - 1 - before
-    widths = [(0, 0), (before, after)] + [(0, 0)] * (x.ndim - 2)
-    squares = np.pad(x * x, widths)
-    window = squares[:, :channels].copy()
-    for shift in range(1, node.size):
-        window += squares[:, shift:shift + channels]
+    window = _channel_window_sums(x * x, node.size)
     return x / (acc.type(node.bias) + acc.type(node.alpha / node.size) * window) ** acc.type(node.beta)
+
+
+def _quantized_lrn(node, x: np.ndarray) -> np.ndarray:
+    """nn.LRN's integer semantics: u * T[S >> k] / 2^F rounded half to even, plus the offset."""
+    t = node.input.type
+    table = lrn_table(t.scale, t.offset, node.size, node.alpha, node.beta, node.bias)
+    u = x.astype(np.int64) - t.offset
+    index = _channel_window_sums(u * u, node.size) >> table.index_shift
+    y = numerics.round_shift(u * table.entries[index], table.fraction_bits) + t.offset
+    return np.clip(y, -128, 127).astype(np.int8)
 
 
 # -- matrix products ----------------------------------------------------------------------------
