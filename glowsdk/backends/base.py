@@ -87,6 +87,8 @@ class Backend(ABC):
     primitives: ClassVar[Mapping[str, frozenset[ElemKind]]] = {}
     requires_quantization: ClassVar[bool] = False
     """True for a device that computes in integers only: the CLI then quantizes even without a profile."""
+    compile_cache: ClassVar[bool] = False
+    """True for a backend that takes the `cache` option (a compile cache): the CLI turns it on unless --no-cache."""
 
     def is_op_supported(self, node: Node) -> bool:
         """Whether this backend can execute `node` as it is after lowering.

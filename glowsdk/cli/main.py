@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, safe_file_name, write_arrays, write_text
-from . import npu, options, quantize, serve, train
+from . import bench, npu, options, quantize, serve, train
 from .progress import Progress
 
 EXIT_BAD_INPUT = 2
@@ -70,6 +70,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     ir_after = _pass_names("--dump-ir-after", args.dump_ir_after, IR_PASSES)
     if args.dump_dir:
         check_writable_folder(args.dump_dir, "--dump-dir")
+    if args.bundle:
+        check_writable_folder(args.bundle, "--bundle")
     network = options.load_network(args)
     quantization = options.quantization_config(args, network)
     backend = get_backend(args.target)
@@ -95,7 +97,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     manager = PassManager(dump_after=after, dump=dump)
     ir_manager = PassManager(registry=IR_PASSES, dump_after=ir_after,
                              dump=lambda label, ir: emit(f"ir {label}", format_ir(ir)))
-    extra = {}
+    extra = {} if args.dump_ir else options.cache_options(args.target, args.no_cache)  # a cache hit builds no IR
     if args.dump_llvm:  # backend-specific: the cpu target writes its LLVM module there
         check_writable_file(args.dump_llvm, "--dump-llvm")
         extra["dump_llvm"] = args.dump_llvm
@@ -127,6 +129,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(program.plan.report.line())
     if args.report:
         print(npu.compile_report(compiled, args.target))
+    if getattr(compiled, "from_cache", False):
+        print("machine code loaded from the compile cache (--no-cache compiles afresh)")
+    if args.bundle:
+        from ..backends.cpu.bundle import write_bundle
+
+        for path in write_bundle(compiled, args.bundle, network.source):
+            print(f"wrote {path}")
     return 0
 
 
@@ -166,7 +175,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, value in generated.items():
         feeds.setdefault(name, value)
     quantization = options.quantization_config(args, network)
-    compiled = api.compile(network, args.target, quantization=quantization)
+    compiled = api.compile(network, args.target, quantization=quantization,
+                           **options.cache_options(args.target, args.no_cache))
     outputs = compiled.run(feeds)
     if args.output:
         write_arrays(args.output, outputs, "--output")
@@ -324,6 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], metavar="NAME=file.npy")
     run.add_argument("--seed", type=options.seed_number, default=0, help="seed for inputs not given (default 0)")
     run.add_argument("--output", metavar="DIR", help="write one NAME.npy per output into DIR")
+    options.add_cache_arg(run)
     run.set_defaults(func=cmd_run)
 
     comp = sub.add_parser("compile", help="optimise, lower and compile a model for a target")
@@ -343,6 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--config", metavar="PRESET|FILE", help="npu target: the architecture (default: default)")
     comp.add_argument("--report", action="store_true",
                       help="npu target: per-layer tiling decisions next to a simulation's numbers and the roofline")
+    comp.add_argument("--bundle", metavar="DIR",
+                      help="cpu target: write an AOT bundle (bundle.o, bundle.weights, bundle.h) into DIR")
+    options.add_cache_arg(comp)
     comp.set_defaults(func=cmd_compile)
 
     dump = sub.add_parser("dump", help="print the imported graph as text or Graphviz DOT")
@@ -375,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.set_defaults(func=cmd_profile)
 
     quantize.register(sub)
+    bench.register(sub)
     npu.register(sub)
     serve.register(sub)
     train.register(sub)

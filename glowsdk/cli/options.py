@@ -102,6 +102,19 @@ def quantization_config(args: argparse.Namespace, network):
                               per_channel=args.per_channel, keep_float=keep)
 
 
+def add_cache_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-cache", action="store_true",
+                   help="targets with a compile cache (cpu): compile afresh, neither load nor store "
+                        "($GLOWSDK_CACHE_DIR, default ~/.cache/glowsdk)")
+
+
+def cache_options(target: str, no_cache: bool) -> dict:
+    """The backend option turning the compile cache on, for a target that has one, unless `no_cache`."""
+    from ..backends.registry import get_backend
+
+    return {"cache": True} if get_backend(target).compile_cache and not no_cache else {}
+
+
 def load_network(args: argparse.Namespace):
     from .. import api
 

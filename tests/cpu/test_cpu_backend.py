@@ -59,7 +59,7 @@ def test_unsupported_element_kind_is_reported():
 def test_unknown_option_is_one_line_error():
     fn = make([((3,), F32)], lambda fn, v: [v[0]])
     with pytest.raises(UnsupportedError, match="no option"):
-        compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": 2}))
+        compile_function(fn, get_backend("cpu"), CompileOptions(extra={"unroll": 2}))
 
 
 def test_cli_dump_llvm_shows_the_stacked_loop(tmp_path, capsys):

@@ -2,10 +2,13 @@
 
 Compiling builds the Program every IR backend builds (IRGen, IR optimisation,
 static allocation), groups its instructions into steps (operator stacking),
-emits one specialised kernel per step into one LLVM module, and JIT-compiles it
-for the host CPU. Executing copies the inputs into the placeholder region at
-their planned offsets, calls the entry point with the three regions, and copies
-the outputs out. The supported primitives are exactly the kernel table's kinds.
+emits one specialised kernel per step into one LLVM module, and compiles it to
+an image (image.py: object code plus memory layout) that the JIT links into
+this process. With the `cache` option the image is looked up first in the
+compile cache (cache.py) and stored there after a miss. Executing copies the
+inputs into the placeholder region at their planned offsets, calls the entry
+point with the three regions, and copies the outputs out. The supported
+primitives are exactly the kernel table's kinds.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from typing import Mapping
 
 import numpy as np
 
-from ...compiler.ir.program import build_program
+from ...compiler.ir.program import Program, build_program
 from ...compiler.lowering.primitives import PRIMITIVES
 from ...errors import GlowError, UnsupportedError
 from ...files import write_text
@@ -22,70 +25,60 @@ from ...graph.function import Function
 from ...graph.node import Node
 from ...reference.evaluator import check_inputs, declared_inputs
 from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
-from .codegen.module import ENTRY, ModuleBuilder
-from .jit import JitModule, host_description, host_machine
+from .cache import CompileCache, cache_key
+from .codegen.module import ENTRY, ModuleBuilder, Step
+from .image import CpuImage, aligned_bytes
+from .jit import JitModule, compile_object, host_cpu, host_description, host_machine
 from .kernels import KERNELS
+from .parallel import run_program, thread_count
 from .stacking import plan_steps
 
 OPTIONS = {
     "dump_llvm": "write the generated LLVM module (before optimisation) to this file",
     "stacking": "fuse runs of element-wise instructions into one loop (default true)",
+    "threads": "run the heavy kernels on this many threads of this process (default 1, see parallel.py)",
+    "cache": "look the compiled image up in the compile cache, store it there after a miss (default false)",
 }
 """The backend-specific CompileOptions.extra keys the CPU backend understands."""
 
-ALIGNMENT = 64
-
-
-def aligned_bytes(size: int) -> np.ndarray:
-    """A zeroed byte array of `size` whose data starts on an ALIGNMENT-byte boundary."""
-    raw = np.zeros(size + ALIGNMENT, dtype=np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
-    return raw[start:start + size]
+UNKEYED = frozenset({"dump_llvm", "cache", "threads"})
+"""Options that change no machine code, so the cache key leaves them out."""
 
 
 class CpuFunction(CompiledFunction):
-    """A function JIT-compiled to one module; `execute` runs its entry point."""
+    """A compiled image linked into this process; `execute` runs its entry point.
 
-    def __init__(self, function: Function, options: CompileOptions) -> None:
+    `program`, `steps` and `llvm_ir` are what this compile built (None and empty
+    for an image loaded from the cache); `from_cache` says which it was.
+    """
+
+    def __init__(self, function: Function, image: CpuImage, program: Program | None = None,
+                 steps: tuple[Step, ...] = (), llvm_ir: str | None = None) -> None:
         super().__init__(function)
         self._wanted = function.input_placeholders()
         self._declared = declared_inputs(function)
-        self.program = program = build_program(function, passes=options.ir_passes)
-        self.steps = plan_steps(program, stacking=bool(options.extra.get("stacking", True)))
-        machine = host_machine()
-        builder = ModuleBuilder(program, machine.triple, str(machine.target_data))
-        for step in self.steps:
-            builder.add_step(step, KERNELS[step.instrs[0].kind].build)
-        module = builder.finish()
-        self.llvm_ir = str(module)
-        if options.extra.get("dump_llvm"):
-            write_text(options.extra["dump_llvm"], self.llvm_ir, "--dump-llvm")
-        self.jit = JitModule(module, ENTRY)
-        plan = program.plan
-        self._constants = aligned_bytes(plan.constant_bytes)
-        self._activations = aligned_bytes(plan.activation_bytes)
-        self._placeholders = aligned_bytes(plan.placeholder_bytes)
-        self._views: dict[str, np.ndarray] = {}
-        for weight in program.ir.weights.values():
-            region = self._constants if weight.role == "constant" else self._placeholders
-            offset = plan.address(weight)[1]
-            view = region[offset:offset + weight.type.nbytes].view(weight.type.dtype).reshape(weight.type.shape)
-            if weight.role == "constant":
-                if weight.value is None:
-                    raise UnsupportedError(f"constant weight %{weight.name} has no data")
-                np.copyto(view, weight.value)
-            else:
-                self._views[weight.name] = view
-        self._outputs = [w.name for w in program.ir.weights.values() if w.role == "output"]
+        self.image = image
+        self.program = program
+        self.steps = steps
+        self.llvm_ir = llvm_ir
+        self.from_cache = program is None
+        self.jit = JitModule(image.object_code, image.exports, ENTRY)
+        self._constants = image.constants
+        self._activations = aligned_bytes(image.activation_bytes)
+        self._placeholders = aligned_bytes(image.placeholder_bytes)
+        self._views = {b.name: self._placeholders[b.offset:b.offset + b.type.nbytes].view(b.type.dtype)
+                       .reshape(b.type.shape) for b in image.bindings}
+        self._outputs = [b.name for b in image.bindings if b.role == "output"]
         self._lock = threading.Lock()
+        self.threads = 1
 
     def execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         checked = check_inputs(self._wanted, self._declared, inputs)
         with self._lock:
             for name, array in checked.items():
                 np.copyto(self._views[name], array)
-            status = self.jit.entry(self._constants.ctypes.data, self._activations.ctypes.data,
-                                    self._placeholders.ctypes.data)
+            status = run_program(self.jit, self.threads, self._constants.ctypes.data,
+                                 self._activations.ctypes.data, self._placeholders.ctypes.data)
             if status:
                 raise GlowError("cpu backend: a Gather index is outside its axis")
             return {name: self._views[name].copy() for name in self._outputs}
@@ -95,6 +88,7 @@ class CpuBackend(Backend):
     """Compiles to host machine code with LLVM; runs what the kernel table covers."""
 
     name = "cpu"
+    compile_cache = True
     primitives = {kind: record.elems for kind, record in KERNELS.items() if kind in PRIMITIVES}
 
     def is_op_supported(self, node: Node) -> bool:
@@ -108,5 +102,39 @@ class CpuBackend(Backend):
         if unknown:
             raise UnsupportedError(f"the cpu backend takes no option(s) {', '.join(sorted(unknown))}; "
                                    f"it takes {', '.join(OPTIONS)}")
-        return CpuFunction(function, options)
+        threads = thread_count(options.extra.get("threads", 1))
+        compiled = self._compile(function, options)
+        compiled.threads = threads
+        return compiled
+
+    def _compile(self, function: Function, options: CompileOptions) -> CpuFunction:
+        if not options.extra.get("cache"):
+            return compile_fresh(function, options)
+        cache = CompileCache()
+        key = cache_key(function, {k: v for k, v in options.extra.items() if k not in UNKEYED})
+        dumps = options.extra.get("dump_llvm") or (options.ir_passes is not None and (
+            options.ir_passes.dump_before or options.ir_passes.dump_after))
+        image = None if dumps else cache.load(key)  # a compile asked to dump what it builds builds it
+        if image is not None:
+            return CpuFunction(function, image)
+        compiled = compile_fresh(function, options)
+        cache.store(key, compiled.image)
+        return compiled
+
+
+def compile_fresh(function: Function, options: CompileOptions) -> CpuFunction:
+    """Compile `function` from scratch: program, steps, LLVM module, object code, image."""
+    program = build_program(function, passes=options.ir_passes)
+    steps = tuple(plan_steps(program, stacking=bool(options.extra.get("stacking", True))))
+    machine = host_machine()
+    builder = ModuleBuilder(program, machine.triple, str(machine.target_data))
+    for step in steps:
+        builder.add_step(step, KERNELS[step.instrs[0].kind].build)
+    module = builder.finish()
+    llvm_ir = str(module)
+    if options.extra.get("dump_llvm"):
+        write_text(options.extra["dump_llvm"], llvm_ir, "--dump-llvm")
+    compiled = compile_object(llvm_ir)
+    image = CpuImage.from_program(program, compiled.object_code, compiled.exports, machine.triple, host_cpu()[0])
+    return CpuFunction(function, image, program, steps, llvm_ir)
 

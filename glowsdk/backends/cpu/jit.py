@@ -1,23 +1,37 @@
-"""JIT compilation for the host CPU with llvmlite's MCJIT (paper 5).
+"""Machine code for the host CPU with llvmlite: one object file, loaded by MCJIT (paper 5).
 
 The target machine is the host's: its real CPU name and feature string, so
 LLVM uses AVX-512 where the host has it, AVX2 or NEON elsewhere; nothing is
 hard-coded. The module is optimised with LLVM's O3 pipeline (loop and SLP
-vectorisation on), then compiled to machine code in this process; the entry
-point is called through ctypes with the three region pointers.
+vectorisation on) and emitted once as a position-independent object file: the
+JIT links that object into this process, the compile cache stores it, and an
+AOT bundle ships it, so all three run the same code. Every function the object
+exports is called through ctypes with a prototype read from the module's own
+declaration of it.
 """
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from functools import lru_cache
 
 import llvmlite.binding as llvm
-from llvmlite import ir
 
 from ...errors import UnsupportedError
+from .image import Argument, Signature
 
-EntryPoint = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
-"""The C signature of the module's entry point."""
+C_TYPES: dict[str, tuple[str, type]] = {
+    "void": ("void", type(None)),
+    "ptr": ("void *", ctypes.c_void_p),
+    "i8": ("int8_t", ctypes.c_int8),
+    "i16": ("int16_t", ctypes.c_int16),
+    "i32": ("int32_t", ctypes.c_int32),
+    "i64": ("int64_t", ctypes.c_int64),
+    "float": ("float", ctypes.c_float),
+    "double": ("double", ctypes.c_double),
+}
+"""LLVM parameter types an entry point may use: their C spelling (bundle headers) and ctypes type."""
+_CTYPES_BY_C = {c: t for c, t in C_TYPES.values()}
 
 
 @lru_cache(maxsize=1)
@@ -28,12 +42,13 @@ def host_cpu() -> tuple[str, str]:
     return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
-def host_machine() -> llvm.TargetMachine:
-    """A new target machine for this CPU with every feature it reports (an execution engine
-    takes ownership of its machine, so each module gets its own)."""
+def host_machine(jit: bool = False) -> llvm.TargetMachine:
+    """A new target machine for this CPU with every feature it reports: position-independent code
+    for object files, or the JIT's settings for an execution engine (which takes ownership of it)."""
     name, features = host_cpu()
     return llvm.Target.from_default_triple().create_target_machine(
-        cpu=name, features=features, opt=3, reloc="default", codemodel="jitdefault", jit=True)
+        cpu=name, features=features, opt=3, reloc="default" if jit else "pic",
+        codemodel="jitdefault" if jit else "default", jit=jit)
 
 
 def host_description() -> str:
@@ -51,22 +66,60 @@ def optimise(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
     builder.getModulePassManager().run(module, builder)
 
 
+def exported_signatures(module: llvm.ModuleRef) -> tuple[Signature, ...]:
+    """The C signature of every function `module` defines with external linkage."""
+    return tuple(_signature(f) for f in module.functions
+                 if not f.is_declaration and f.linkage == llvm.Linkage.external)
+
+
+def _signature(function: llvm.ValueRef) -> Signature:
+    symbol = function.name
+    spelled = [str(function.global_value_type.get_function_return())] + [str(a.type) for a in function.arguments]
+    unknown = [t for t in spelled if t not in C_TYPES]
+    if unknown:
+        raise UnsupportedError(f"cpu backend: entry point {symbol} uses LLVM type {unknown[0]}, "
+                               f"which has no C spelling here ({', '.join(C_TYPES)})")
+    arguments = tuple(Argument(a.name or f"arg{i}", C_TYPES[str(a.type)][0])
+                      for i, a in enumerate(function.arguments))
+    return Signature(symbol, C_TYPES[spelled[0]][0], arguments)
+
+
+@dataclass(frozen=True)
+class CompiledObject:
+    """A module compiled for the host: its object file and the signatures of what it exports."""
+
+    object_code: bytes
+    exports: tuple[Signature, ...]
+
+
+def compile_object(llvm_ir: str) -> CompiledObject:
+    """Verify, optimise and emit the module `llvm_ir` (its text: printing a large llvmlite module
+    takes seconds, so the caller prints it once) as a position-independent object file for the host."""
+    machine = host_machine()
+    try:
+        parsed = llvm.parse_assembly(llvm_ir)
+        parsed.verify()
+    except RuntimeError as err:
+        raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(err).splitlines()[0]}") from None
+    exports = exported_signatures(parsed)
+    optimise(parsed, machine)
+    return CompiledObject(machine.emit_object(parsed), exports)
+
+
 class JitModule:
-    """A module compiled to machine code in this process; keeps the engine (and the code) alive."""
+    """An object file linked into this process: `functions` by symbol, `entry` the one named
+    `entry`; keeps the engine (and so the code) alive."""
 
-    def __init__(self, module: ir.Module, entry: str) -> None:
-        machine = host_machine()
-        try:
-            parsed = llvm.parse_assembly(str(module))
-            parsed.verify()
-        except RuntimeError as err:
-            raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(err).splitlines()[0]}") from None
-        optimise(parsed, machine)
-        self.optimised_ir = str(parsed)
-        self._engine = llvm.create_mcjit_compiler(parsed, machine)
+    def __init__(self, object_code: bytes, exports: tuple[Signature, ...], entry: str) -> None:
+        host_cpu()
+        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine(jit=True))
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
         self._engine.finalize_object()
-        self.entry = EntryPoint(self._engine.get_function_address(entry))
-
-    def assembly(self) -> str:
-        """The optimised module as host assembly."""
-        return host_machine().emit_assembly(llvm.parse_assembly(self.optimised_ir))
+        self.functions = {}
+        for signature in exports:
+            prototype = ctypes.CFUNCTYPE(_CTYPES_BY_C[signature.returns],
+                                         *(_CTYPES_BY_C[a.c_type] for a in signature.arguments))
+            self.functions[signature.symbol] = prototype(self._engine.get_function_address(signature.symbol))
+        if entry not in self.functions:
+            raise UnsupportedError(f"cpu backend: the object file exports no {entry}")
+        self.entry = self.functions[entry]

@@ -13,16 +13,23 @@ is exactly another operand of it (same bytes, same shape: the in-place and the
 producer-consumer case, read and written at the same element) or shares no
 byte with it. A destination need not be stored when a later member overwrites
 it, or when no instruction after the stack reads its buffer.
+
+A compute kernel that can apply element-wise instructions as it stores (a GEMM
+convolution or matmul, epilogue.py) takes the ones right after it that work in
+place on its result, e.g. the Add of a residual and the ReLU after a Conv.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterable
 
 from ...compiler.ir.function import Instruction, base_of
 from ...compiler.ir.instructions import OperandKind
 from ...compiler.ir.program import Program
 from .codegen.module import Step
+from .kernels import KERNELS
 from .kernels.elementwise import is_stackable
+from .kernels.epilogue import can_follow
 
 STRUCTURAL = frozenset({"AllocActivation", "DeallocActivation", "TensorView"})
 """Instructions that only mark lifetimes or name bytes: no code, no barrier to a stack."""
@@ -33,7 +40,8 @@ Span = tuple[str, int, int, tuple[int, ...], object]
 
 def plan_steps(program: Program, stacking: bool = True) -> list[Step]:
     """The kernels of `program` in order: stacks of element-wise instructions (when `stacking`),
-    every other compute instruction alone."""
+    compute instructions with the element-wise ones they can apply as they store (their
+    epilogue), every other compute instruction alone."""
     instructions = program.ir.instructions
     last_read = _last_reads(instructions)
     steps: list[Step] = []
@@ -44,16 +52,22 @@ def plan_steps(program: Program, stacking: bool = True) -> list[Step]:
         if stacking and stack and _joins(program, stack, instr):
             stack.append(instr)
             continue
+        if stacking and steps and steps[-1].epilogue is not None and not stack and \
+                can_follow(program, steps[-1].instrs[0].operands[0], instr):
+            steps[-1] = replace(steps[-1], epilogue=(*steps[-1].epilogue, instr))
+            continue
         if stack:
             steps.append(_finish(program, stack, last_read))
             stack = []
         if stacking and is_stackable(instr.kind) and instr.types[0].size:
             stack = [instr]
+        elif stacking and KERNELS[instr.kind].takes_epilogue(instr):
+            steps.append(Step((instr,), epilogue=()))
         else:
             steps.append(Step((instr,)))
     if stack:
         steps.append(_finish(program, stack, last_read))
-    return steps
+    return [step if step.epilogue else replace(step, epilogue=None) for step in steps]
 
 
 def _span(program: Program, value) -> Span:

@@ -4,10 +4,19 @@ The entry point `glowsdk_main(ptr constants, ptr activations, ptr placeholders)`
 takes the three regions the static allocator laid out, and every operand's
 address is its region's base plus the constant byte offset the allocator chose.
 Each step (one instruction, or a stack of element-wise ones) becomes an internal
-function of the same three pointers, named after its instructions so a dump
-reads like the IR, and the entry point calls them in program order. Kernels
-return a status (0, or 1 for a run-time error such as a Gather index out of
-range); the entry point stops at the first failure and returns it.
+function of the three pointers and (thread, threads), named after its
+instructions so a dump reads like the IR, and the entry point calls them in
+program order. Kernels return a status (0, or 1 for a run-time error such as a
+Gather index out of range); the entry point stops at the first failure.
+
+Threads (threads.py): `glowsdk_thread(constants, activations, placeholders,
+thread, threads)` is the same program run by thread `thread` of `threads`; a
+kernel that splits its work takes its share, any other runs on thread 0 only,
+and a barrier separates kernels. `glowsdk_main` is thread 0 of 1.
+
+Kernels may also add packed constants (weights re-laid out at compile time,
+appended to the constants region as new weights) and use scratch memory (one
+area after the activations, shared by kernels since they run one after another).
 """
 from __future__ import annotations
 
@@ -15,16 +24,21 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+import numpy as np
 from llvmlite import ir
 
+from ....compiler.ir.allocator import aligned
 from ....compiler.ir.function import Instruction, Value
 from ....compiler.ir.program import Program
+from ....graph.types import ElemKind, Type
 from ....names import fresh_name
 from .kinds import I8, I32, PTR, i64
+from .threads import BARRIER_BYTES, emit_barrier, split
 
 ENTRY = "glowsdk_main"
+THREAD_ENTRY = "glowsdk_thread"
 REGIONS = ("constants", "activations", "placeholders")
-"""The entry point's arguments, in order."""
+"""The entry point's arguments, in order (the thread entry adds thread and threads, i32)."""
 
 STATUS_OK, STATUS_OUT_OF_RANGE = 0, 1
 
@@ -40,6 +54,14 @@ class KernelContext:
         self._body = function.append_basic_block("body")
         self.builder = ir.IRBuilder(self._body)
         self._bases = dict(zip(REGIONS, function.args))
+        self.thread, self.threads = function.args[len(REGIONS):]
+        self.parallel = False
+
+    def share(self, count: int) -> tuple[ir.Value, ir.Value]:
+        """This thread's [start, stop) of `count` independent work items; a kernel that asks
+        runs on every thread (any other runs on thread 0 alone)."""
+        self.parallel = True
+        return split(self.builder, count, self.thread, self.threads)
 
     def address(self, value: Value) -> ir.Value:
         """A pointer to the first byte of `value` (a weight, activation or view)."""
@@ -49,10 +71,32 @@ class KernelContext:
             return base
         return self.builder.gep(base, [i64(offset)], inbounds=True, source_etype=I8)
 
+    def constant(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> ir.Value:
+        """A pointer to a compile-time constant array (e.g. weights packed into panels), made by
+        `make` once per `key` and appended to the constants region as a new weight."""
+        return self.builder.gep(self._bases["constants"], [i64(self.owner.packed_offset(key, name, make))],
+                                inbounds=True, source_etype=I8)
+
+    def scratch(self, nbytes: int) -> ir.Value:
+        """A pointer to `nbytes` of scratch memory in the activations region, this kernel's alone
+        while it runs (64-byte aligned)."""
+        offset = self.owner.scratch_offset(nbytes)
+        return self.builder.gep(self._bases["activations"], [i64(offset)], inbounds=True, source_etype=I8)
+
+    def declare(self, name: str, signature: ir.FunctionType) -> ir.Function:
+        """An intrinsic by its full mangled name (for vector overloads llvmlite cannot name)."""
+        existing = self.module.globals.get(name)
+        return existing if existing is not None else ir.Function(self.module, signature, name)
+
     def intrinsic(self, name: str, types: Sequence[ir.Type], signature: ir.FunctionType | None = None) -> ir.Function:
-        """The LLVM intrinsic `name` overloaded on `types` (declared once per module); `signature`
-        for those llvmlite cannot infer (it assumes one argument of the first type otherwise)."""
-        return self.module.declare_intrinsic(name, list(types), signature)
+        """The LLVM intrinsic `name` overloaded on `types` (declared once per module; vector types
+        too, which llvmlite cannot mangle); `signature` for those llvmlite cannot infer (it
+        assumes one argument of the first type otherwise)."""
+        if not any(isinstance(t, ir.VectorType) for t in types):
+            return self.module.declare_intrinsic(name, list(types), signature)
+        suffix = ".".join(f"v{t.count}{t.element.intrinsic_name}" if isinstance(t, ir.VectorType)
+                          else t.intrinsic_name for t in types)
+        return self.declare(f"{name}.{suffix}", signature or ir.FunctionType(types[0], [types[0]]))
 
     def table(self, name: str, element: ir.Type, values: Sequence[int | float]) -> ir.Value:
         """A constant global array holding `values`: compile-time facts looked up per index."""
@@ -93,6 +137,9 @@ class Step:
 
     instrs: tuple[Instruction, ...]
     unstored: frozenset[int] = frozenset()
+    epilogue: tuple[Instruction, ...] | None = None
+    """Element-wise instructions applied to a compute kernel's result as it is stored (None for
+    a kernel that takes none)."""
 
     @property
     def name(self) -> str:
@@ -114,10 +161,36 @@ class ModuleBuilder:
         self.module = ir.Module(name=program.ir.name)
         self.module.triple = triple
         self.module.data_layout = data_layout
-        self._signature = ir.FunctionType(I32, [PTR] * len(REGIONS))
+        self._signature = ir.FunctionType(I32, [PTR] * len(REGIONS) + [I32, I32])
         self._names: set[str] = set()
-        self.entry = self._function(ENTRY, linkage="external")
+        self._packed: dict[tuple, int] = {}
+        self._scratch_base = aligned(program.plan.activation_bytes, 64)
+        self._barrier = self._scratch_base
+        self.entry = self._function(THREAD_ENTRY, linkage="external")
         self._builder = ir.IRBuilder(self.entry.append_basic_block("entry"))
+        self._status = self._builder.alloca(I32, name="status")
+        self._builder.store(ir.Constant(I32, STATUS_OK), self._status)
+        self.scratch_offset(0)
+
+    def packed_offset(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> int:
+        """The constants-region byte offset of the packed array for `key` (see KernelContext.constant)."""
+        if key not in self._packed:
+            value = np.ascontiguousarray(make())
+            weight = self.program.ir.add_weight(name, Type(ElemKind.FLOAT32, (value.size,)), "constant",
+                                                value.astype(np.float32, copy=False).reshape(-1))
+            plan = self.program.plan
+            offset = aligned(plan.constant_bytes, plan.alignment)
+            plan.constant_offsets[weight.name] = offset
+            plan.constant_bytes = offset + aligned(weight.type.nbytes, plan.alignment)
+            self._packed[key] = offset
+        return self._packed[key]
+
+    def scratch_offset(self, nbytes: int) -> int:
+        """The activations-region byte offset of the shared scratch area, grown to `nbytes`."""
+        start = self._scratch_base + BARRIER_BYTES
+        plan = self.program.plan
+        plan.activation_bytes = max(plan.activation_bytes, start + aligned(nbytes, 64))
+        return start
 
     def unique(self, base: str) -> str:
         """A symbol name from `base` not used before in this module."""
@@ -132,6 +205,7 @@ class ModuleBuilder:
         for arg, region in zip(function.args, REGIONS):
             arg.name = region
             arg.add_attribute("noalias")
+        function.args[-2].name, function.args[-1].name = "thread", "threads"
         return function
 
     def add_step(self, step: Step, build: KernelBuilder) -> None:
@@ -141,12 +215,26 @@ class ModuleBuilder:
         context = KernelContext(self, function)
         build(context, step)
         context.close()
-        status = self._builder.call(function, list(self.entry.args))
-        failed = self._builder.icmp_unsigned("!=", status, ir.Constant(I32, STATUS_OK))
-        with self._builder.if_then(failed, likely=False):
-            self._builder.ret(status)
+        builder = self._builder
+        ok = builder.icmp_unsigned("==", builder.load(self._status), ir.Constant(I32, STATUS_OK))
+        if not context.parallel:
+            first = builder.icmp_unsigned("==", self.entry.args[-2], ir.Constant(I32, 0))
+            ok = builder.and_(ok, first)
+        with builder.if_then(ok):
+            builder.store(builder.call(function, list(self.entry.args)), self._status)
+        emit_barrier(builder, self._barrier_address(), self.entry.args[-1])
+
+    def _barrier_address(self) -> ir.Value:
+        return self._builder.gep(self.entry.args[1], [i64(self._barrier)], inbounds=True, source_etype=I8)
 
     def finish(self) -> ir.Module:
-        """Close the entry point and return the module."""
-        self._builder.ret(ir.Constant(I32, STATUS_OK))
+        """Close the thread entry point, add `glowsdk_main` (thread 0 of 1), return the module."""
+        self._builder.ret(self._builder.load(self._status))
+        main = ir.Function(self.module, ir.FunctionType(I32, [PTR] * len(REGIONS)), ENTRY)
+        main.attributes.add("nounwind")
+        for arg, region in zip(main.args, REGIONS):
+            arg.name = region
+            arg.add_attribute("noalias")
+        builder = ir.IRBuilder(main.append_basic_block("entry"))
+        builder.ret(builder.call(self.entry, [*main.args, ir.Constant(I32, 0), ir.Constant(I32, 1)]))
         return self.module

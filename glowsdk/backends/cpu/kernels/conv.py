@@ -1,32 +1,148 @@
-"""Direct grouped N-d convolution (1 to 3 spatial dims), strided, padded and dilated.
+"""Convolution: per shape, a GEMM on the register-blocked micro-kernel or a direct loop nest.
 
-Per (image, output channel) the output plane starts as the bias; then for each
-input channel of the group and each filter tap, the plane gets weight times the
-input plane shifted by the tap. The output rows a tap reaches inside the input
-come from constant tables (window.py), so the innermost loop, along an output
-row, has no bound checks: with stride 1 it is a contiguous multiply-add that
-LLVM vectorises to FMA. What remains for peak speed (issue 6): a register-blocked
-micro-kernel over several output channels with the filter in the
-[M/N, taps, C, N] layout of paper Figure 6, and im2col + blocked matmul for
-pointwise convolutions.
+Which path a convolution takes is a rule on its shape (paper 5.3), checked in
+order (CONV_RULES):
+
+- `pointwise`: a 1x1, stride-1, unpadded 2-d convolution is a plain GEMM on NCHW
+  memory: C[C_out, HW] = W[C_out, C_in] @ X[C_in, HW]. B is still copied into a
+  panel per column tile (one contiguous [k][NR] stream instead of K rows HW apart,
+  which measured as fast or faster: fewer TLB misses, no cache-set conflicts).
+- `im2col`: any other 2-d (or 1-d) convolution with more than one input channel per
+  group is a GEMM with K = C_in/group x taps, its B panels packed per column tile
+  from the input on the fly (packing.py), never an im2col matrix in memory.
+- `direct`: depthwise convolutions (one input channel per group, K = taps only, too
+  little reuse for a GEMM tile) and 3-d ones run the direct loop nest below.
+
+In the GEMM paths the filter is a constant packed at compile time into [M/MR, K,
+MR] panels (the micro-kernel broadcasts MR filter values per k; a filter computed
+at run time is read in place, row-major), the bias initialises the accumulators,
+stacked element-wise instructions are applied as C is stored, and threads share
+the column tiles (output positions).
+
+The direct path: per (image, output channel) the output plane starts as the bias;
+then for each input channel of the group and each filter tap, the plane gets weight
+times the input plane shifted by the tap. The output rows a tap reaches inside the
+input come from constant tables (window.py), so the innermost loop, along an output
+row, has no bound checks and LLVM vectorises it. Threads share the output channels.
 """
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
+import numpy as np
 from llvmlite import ir
 
+from ....compiler.ir.function import Weight, base_of
 from ....graph.types import ElemKind
-
-from ..codegen.kinds import COMPUTE_FLOATS, I64, element_pointer, i64, load, storage_type
+from ..codegen.kinds import (
+    COMPUTE_FLOATS,
+    I64,
+    element_pointer,
+    i64,
+    load,
+    storage_type,
+)
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
+from ..codegen.threads import MAX_THREADS
+from .epilogue import stacked_epilogue
+from .gemm import Gemm, Panel, bias_init, emit_gemm, offset
 from .matmul import multiply_add
+from .packing import Window, emit_pack, pack_row_panels, table_pair
 from .table import register
 from .window import Dim, window_dims
 
 
-def _conv(ctx: KernelContext, step: Step) -> None:
+def conv_window(instr: Any) -> Window | None:
+    """The im2col geometry of a 1-d/2-d convolution (per group), None for a 3-d one."""
+    lead, d1, d2 = window_dims(instr)
+    if (lead.size, lead.kernel) != (1, 1):
+        return None
+    channels = instr.input.type.shape[1] // instr.group
+    return Window(channels, d1.size, d2.size, d1.out, d2.out, (d1.kernel, d2.kernel), (d1.stride, d2.stride),
+                  (d1.dilation, d2.dilation), (d1.begin, d2.begin))
+
+
+def _is_pointwise(instr: Any) -> bool:
+    window = conv_window(instr)
+    return window is not None and window.pointwise
+
+
+def _is_gemm(instr: Any) -> bool:
+    window = conv_window(instr)
+    return window is not None and window.channels > 1 and instr.types[0].elem is ElemKind.FLOAT32
+
+
+def _constant_filter(instr: Any) -> Weight | None:
+    """The filter's constant weight (to pack at compile time), None when it is computed at run time."""
+    base = base_of(instr.filter)
+    if isinstance(base, Weight) and base.role == "constant" and base.value is not None and base is instr.filter:
+        return base
+    return None
+
+
+def _conv_gemm(ctx: KernelContext, step: Step) -> None:
+    instr = step.instrs[0]
+    dest, source, bias = instr.operands[0], instr.input, instr.bias
+    window = conv_window(instr)
+    images = source.type.shape[0]
+    filters, group = instr.filter.type.shape[0], instr.group
+    per_out = filters // group
+    columns = window.out_height * window.out_width
+    gemm = Gemm(per_out, columns, window.channels * window.taps)
+    builder = ctx.builder
+    mr, nr = gemm.tile_rows, gemm.tile_columns
+    weight = _constant_filter(instr)
+    if weight is not None:
+        panels = ctx.constant(("rows", weight.name, mr, group), f"{weight.name}.panels", lambda: _packed_filter(
+            weight.value, group, mr))
+        panel_size = gemm.row_tiles * mr * gemm.depth
+    x, out = ctx.address(source), ctx.address(dest)
+    filt = ctx.address(instr.filter)
+    b = ctx.address(bias) if bias is not None else None
+    epilogue = stacked_epilogue(ctx, step)
+    tables = table_pair(ctx, window, gemm)
+    panel_bytes = gemm.depth * nr * 4
+    scratch = offset(builder, ctx.scratch(MAX_THREADS * panel_bytes),
+                     builder.mul(builder.zext(ctx.thread, I64), i64(panel_bytes // 4)))
+    with loop(builder, images, name="n") as n, loop(builder, group, name="g") as g:
+        image = offset(builder, x, builder.mul(builder.add(builder.mul(n, i64(group)), g),
+                                               i64(window.channels * window.height * window.width)))
+        c = offset(builder, out, builder.mul(builder.add(builder.mul(n, i64(group)), g), i64(per_out * columns)))
+        rows = builder.mul(g, i64(per_out))
+        init = bias_init(ctx, offset(builder, b, rows) if b is not None else None, per_out)
+        if weight is not None:
+            group_panels = offset(builder, panels, builder.mul(g, i64(panel_size)))
+
+            def a_of(mt: ir.Value) -> Panel:
+                return Panel(offset(builder, group_panels, builder.mul(mt, i64(mr * gemm.depth))), mr, 1)
+        else:
+            group_filter = offset(builder, filt, builder.mul(rows, i64(gemm.depth)))
+
+            def a_of(mt: ir.Value) -> Panel:
+                return Panel(offset(builder, group_filter, builder.mul(mt, i64(mr * gemm.depth))), 1, gemm.depth)
+
+        def b_of(nt: ir.Value) -> Panel:
+            return emit_pack(ctx, window, gemm, image, nt, scratch, tables)
+
+        def at_image(epilogue_fn: Callable | None) -> Callable | None:
+            if epilogue_fn is None:
+                return None
+            start = builder.mul(builder.add(builder.mul(n, i64(group)), g), i64(per_out * columns))
+            return lambda vector, at, count: epilogue_fn(vector, builder.add(start, at), count)
+
+        emit_gemm(ctx, gemm, a_of, weight is not None, b_of, c, columns, init, at_image(epilogue))
+
+
+def _packed_filter(value: Any, group: int, tile_rows: int) -> Any:
+    """[M, C/g, kh, kw] -> per group [M/g / MR, K, MR] panels, groups one after another."""
+    filters = value.shape[0]
+    matrix = value.reshape(group, filters // group, -1)
+    return np.concatenate([pack_row_panels(matrix[g], tile_rows).reshape(-1) for g in range(group)])
+
+
+def _conv_direct(ctx: KernelContext, step: Step) -> None:
     instr = step.instrs[0]
     dest, source, weights, bias = instr.operands[0], instr.input, instr.filter, instr.bias
     kind = dest.type.elem
@@ -43,23 +159,24 @@ def _conv(ctx: KernelContext, step: Step) -> None:
     out, x, w = ctx.address(dest), ctx.address(source), ctx.address(weights)
     b = ctx.address(bias) if bias is not None else None
     zero = ir.Constant(storage_type(kind), 0.0)
-    with loop(builder, images, name="n") as n, loop(builder, group, name="g") as g:
-        with loop(builder, per_group_out, name="m") as mm:
-            m = builder.add(builder.mul(g, i64(per_group_out)), mm)
-            plane = builder.mul(builder.add(builder.mul(n, i64(filters)), m), i64(plane_out))
-            start = load(builder, b, kind, m) if b is not None else zero
-            with loop(builder, plane_out, name="init") as o:
-                builder.store(start, element_pointer(builder, out, kind, builder.add(plane, o)))
-            with loop(builder, per_group_in, name="c") as c:
-                channel = builder.add(builder.mul(g, i64(per_group_in)), c)
-                image_plane = builder.mul(builder.add(builder.mul(n, i64(channels)), channel), i64(plane_in))
-                filter_base = builder.mul(builder.add(builder.mul(m, i64(per_group_in)), c), i64(math.prod(taps)))
-                with loop(builder, taps[0], name="t0") as t0, loop(builder, taps[1], name="t1") as t1, \
-                        loop(builder, taps[2], name="t2") as t2:
-                    tap = builder.add(builder.mul(builder.add(builder.mul(t0, i64(taps[1])), t1), i64(taps[2])), t2)
-                    weight = load(builder, w, kind, builder.add(filter_base, tap))
-                    bounds = [[ctx.lookup(table, I64, t) for table in pair] for pair, t in zip(ranges, (t0, t1, t2))]
-                    _accumulate(ctx, dims, (t0, t1, t2), bounds, weight, out, plane, x, image_plane, kind)
+    start, stop = ctx.share(images * filters)
+    with loop(builder, stop, start, name="nm") as nm:
+        n, m = builder.udiv(nm, i64(filters)), builder.urem(nm, i64(filters))
+        g = builder.udiv(m, i64(per_group_out))
+        plane = builder.mul(nm, i64(plane_out))
+        begin = load(builder, b, kind, m) if b is not None else zero
+        with loop(builder, plane_out, name="init") as o:
+            builder.store(begin, element_pointer(builder, out, kind, builder.add(plane, o)))
+        with loop(builder, per_group_in, name="c") as c:
+            channel = builder.add(builder.mul(g, i64(per_group_in)), c)
+            image_plane = builder.mul(builder.add(builder.mul(n, i64(channels)), channel), i64(plane_in))
+            filter_base = builder.mul(builder.add(builder.mul(m, i64(per_group_in)), c), i64(math.prod(taps)))
+            with loop(builder, taps[0], name="t0") as t0, loop(builder, taps[1], name="t1") as t1, \
+                    loop(builder, taps[2], name="t2") as t2:
+                tap = builder.add(builder.mul(builder.add(builder.mul(t0, i64(taps[1])), t1), i64(taps[2])), t2)
+                weight = load(builder, w, kind, builder.add(filter_base, tap))
+                bounds = [[ctx.lookup(table, I64, t) for table in pair] for pair, t in zip(ranges, (t0, t1, t2))]
+                _accumulate(ctx, dims, (t0, t1, t2), bounds, weight, out, plane, x, image_plane, kind)
 
 
 def _accumulate(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...], bounds: list[list[ir.Value]],
@@ -84,4 +201,22 @@ def _accumulate(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...],
             multiply_add(builder, pointer, weight, value)
 
 
-register("Conv", COMPUTE_FLOATS, _conv)
+CONV_RULES: list[tuple[str, Callable[[Any], bool], Callable[[KernelContext, Step], None]]] = [
+    ("pointwise", lambda instr: _is_pointwise(instr) and _is_gemm(instr), _conv_gemm),
+    ("im2col", _is_gemm, _conv_gemm),
+    ("direct", lambda instr: True, _conv_direct),
+]
+"""(name, applies to the instruction, kernel builder), first match wins (see the module doc)."""
+
+
+def conv_strategy(instr: Any) -> str:
+    """The name of the rule a Conv instruction takes."""
+    return next(name for name, applies, _ in CONV_RULES if applies(instr))
+
+
+def _conv(ctx: KernelContext, step: Step) -> None:
+    instr = step.instrs[0]
+    next(build for _, applies, build in CONV_RULES if applies(instr))(ctx, step)
+
+
+register("Conv", COMPUTE_FLOATS, _conv, epilogue=_is_gemm)

@@ -1,20 +1,31 @@
-"""Matrix multiply: C[b] = A[b] @ B[b] for float operands, every size a constant.
+"""Matrix multiply: C[b] = A[b] @ B[b], every size a constant.
 
-The loop order is (batch, row, k, column): each row of C stays in cache while
-row k of B streams through it, so the innermost loop is a contiguous
-multiply-add LLVM vectorises to FMA on the host's widest vectors ('contract'
-lets it fuse). What remains for peak speed (issue 6): register blocking of a
-tile of C across several rows, packing of B, and cache tiling.
+Float32 runs on the register-blocked GEMM (gemm.py): A is the left operand read
+in place (row-major, broadcast per k), B the right one, which for constant
+weights (a fully-connected layer) is packed at compile time into [N/NR, K, NR]
+panels and otherwise read in place, row by row. Stacked element-wise
+instructions run as C is stored (epilogue.py); threads share the column tiles.
+
+Float64 keeps the simple (batch, row, k, column) loop: each row of C stays in
+cache while row k of B streams through it, and the innermost loop is a
+contiguous multiply-add LLVM vectorises ('contract' lets it fuse into FMA).
 """
 from __future__ import annotations
 
 import math
+from typing import Any
 
+import numpy as np
 from llvmlite import ir
 
+from ....compiler.ir.function import Weight, base_of
+from ....graph.types import ElemKind
 from ..codegen.kinds import COMPUTE_FLOATS, element_pointer, i64, load, storage_type
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
+from .epilogue import stacked_epilogue
+from .gemm import Gemm, Panel, bias_init, emit_gemm, offset
+from .packing import pack_column_panels
 from .table import register
 
 CONTRACT = ("contract",)
@@ -27,7 +38,56 @@ def multiply_add(builder: ir.IRBuilder, pointer: ir.Value, left: ir.Value, right
     builder.store(builder.fadd(builder.load(pointer, typ=left.type), product, flags=CONTRACT), pointer)
 
 
-def _matmul(ctx: KernelContext, step: Step) -> None:
+def _is_float32(instr: Any) -> bool:
+    return instr.types[0].elem is ElemKind.FLOAT32
+
+
+def _matmul_gemm(ctx: KernelContext, step: Step) -> None:
+    instr = step.instrs[0]
+    dest, lhs, rhs = instr.operands[0], instr.inputs[0], instr.inputs[1]
+    *batch, rows, inner = lhs.type.shape
+    columns = rhs.type.shape[-1]
+    batches = math.prod(batch)
+    gemm = Gemm(rows, columns, inner)
+    builder = ctx.builder
+    nr = gemm.tile_columns
+    a, b, c = ctx.address(lhs), ctx.address(rhs), ctx.address(dest)
+    weight = base_of(rhs)
+    constant = isinstance(weight, Weight) and weight.role == "constant" and weight.value is not None \
+        and weight is rhs
+    if constant:
+        panels = ctx.constant(("columns", weight.name, nr), f"{weight.name}.panels", lambda: _packed_weights(
+            weight.value, batches, nr))
+    epilogue = stacked_epilogue(ctx, step)
+    with loop(builder, batches, name="batch") as n:
+        a_n = offset(builder, a, builder.mul(n, i64(rows * inner)))
+        b_n = offset(builder, b, builder.mul(n, i64(inner * columns)))
+        c_n = offset(builder, c, builder.mul(n, i64(rows * columns)))
+
+        def a_of(mt: ir.Value) -> Panel:
+            return Panel(offset(builder, a_n, builder.mul(mt, i64(gemm.tile_rows * inner))), 1, inner)
+
+        def b_of(nt: ir.Value) -> Panel:
+            if constant:
+                tile = builder.add(builder.mul(n, i64(gemm.column_tiles)), nt)
+                return Panel(offset(builder, panels, builder.mul(tile, i64(inner * nr))), nr)
+            return Panel(offset(builder, b_n, builder.mul(nt, i64(nr))), columns, masked=True)
+
+        shifted = None
+        if epilogue is not None:
+            start = builder.mul(n, i64(rows * columns))
+
+            def shifted(vector: ir.Value, at: ir.Value, count: int) -> ir.Value:
+                return epilogue(vector, builder.add(start, at), count)
+        emit_gemm(ctx, gemm, a_of, False, b_of, c_n, columns, bias_init(ctx, None, rows), shifted)
+
+
+def _packed_weights(value: Any, batches: int, tile_columns: int) -> Any:
+    matrices = value.reshape(batches, *value.shape[-2:])
+    return np.concatenate([pack_column_panels(m, tile_columns).reshape(-1) for m in matrices])
+
+
+def _matmul_loop(ctx: KernelContext, step: Step) -> None:
     instr = step.instrs[0]
     dest, lhs, rhs = instr.operands[0], instr.inputs[0], instr.inputs[1]
     *batch, rows, inner = lhs.type.shape
@@ -50,4 +110,8 @@ def _matmul(ctx: KernelContext, step: Step) -> None:
                                  load(builder, b, kind, builder.add(rhs_row, j)))
 
 
-register("MatMul", COMPUTE_FLOATS, _matmul)
+def _matmul(ctx: KernelContext, step: Step) -> None:
+    (_matmul_gemm if _is_float32(step.instrs[0]) else _matmul_loop)(ctx, step)
+
+
+register("MatMul", COMPUTE_FLOATS, _matmul, epilogue=_is_float32)

@@ -1,10 +1,15 @@
 """MaxPool and AveragePool over 1 to 3 spatial dims (strides, pads, dilations, ceil_mode).
 
-Per output position the kernel reduces only the taps that land inside the
-input: their range along each dim comes from constant tables (window.py), so
-padding is never read and never wins a maximum (ONNX). An average divides by
-the product of the per-dim tap counts (inside the input, plus the explicit
-pads with count_include_pad), also tabled. Max propagates NaN like numpy.
+Per plane (image, channel), the kernel loops taps outside and outputs inside, as
+the direct convolution does: the output plane starts at the reduction's identity
+(-inf, or 0 for an average), then each tap folds in the input elements it reads,
+over the box of output positions where it lands inside the input (constant
+per-tap tables, window.py). So padding is never read and never wins a maximum
+(ONNX), the plane stays in cache across taps, and the innermost loop, along an
+output row, is a plain strided loop without bound checks that LLVM vectorises.
+An average then divides by the product of the per-dim tap counts (inside the
+input, plus the explicit pads with count_include_pad), also tabled. Max
+propagates NaN like numpy. Threads share the planes.
 """
 from __future__ import annotations
 
@@ -12,11 +17,22 @@ import math
 
 from llvmlite import ir
 
-from ..codegen.kinds import COMPUTE_FLOATS, I64, i64, load, storage_type, store
+from ..codegen.kinds import (
+    COMPUTE_FLOATS,
+    I64,
+    element_pointer,
+    i64,
+    load,
+    storage_type,
+)
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
 from .table import register
-from .window import spatial_strides, window_dims
+from .window import Dim, spatial_strides, window_dims
+
+NSW = ("nsw",)
+"""Index arithmetic never wraps (every index is inside its buffer), which lets LLVM's scalar
+evolution see the inner loop's constant stride and vectorise it."""
 
 
 def _pool(ctx: KernelContext, step: Step) -> None:
@@ -30,39 +46,76 @@ def _pool(ctx: KernelContext, step: Step) -> None:
     planes = math.prod(source.type.shape[:2])
     plane_in = math.prod(d.size for d in dims)
     plane_out = math.prod(d.out for d in dims)
-    in_strides = spatial_strides(dims, "size")
-    tables = [(ctx.table(f"lo{i}", I64, [d.taps_of_output(o)[0] for o in range(d.out)]),
-               ctx.table(f"hi{i}", I64, [d.taps_of_output(o)[1] for o in range(d.out)])) for i, d in enumerate(dims)]
-    counts = [ctx.table(f"count{i}", element, [float(d.counted_taps(o, instr.count_include_pad)) for o in range(d.out)])
-              for i, d in enumerate(dims)] if average else []
-    acc = ctx.local(element)
-    start = ir.Constant(element, 0.0 if average else float("-inf"))
-    maximum = ctx.intrinsic("llvm.maximum", [element], ir.FunctionType(element, [element, element]))
+    ranges = [(ctx.table(f"lo{i}", I64, [d.outputs_of_tap(t)[0] for t in range(d.kernel)]),
+               ctx.table(f"hi{i}", I64, [d.outputs_of_tap(t)[1] for t in range(d.kernel)])) for i, d in enumerate(dims)]
+    identity = ir.Constant(element, 0.0 if average else float("-inf"))
     x, out = ctx.address(source), ctx.address(dest)
-    with loop(builder, planes, name="plane") as p:
-        with loop(builder, dims[0].out, name="o0") as o0, loop(builder, dims[1].out, name="o1") as o1, \
-                loop(builder, dims[2].out, name="o2") as o2:
-            outs = (o0, o1, o2)
-            builder.store(start, acc)
-            bounds = [[ctx.lookup(t, I64, o) for t in pair] for pair, o in zip(tables, outs)]
-            with loop(builder, bounds[0][1], bounds[0][0], name="t0") as t0, \
-                    loop(builder, bounds[1][1], bounds[1][0], name="t1") as t1, \
-                    loop(builder, bounds[2][1], bounds[2][0], name="t2") as t2:
-                index = builder.mul(p, i64(plane_in))
-                for d, o, t, stride in zip(dims, outs, (t0, t1, t2), in_strides):
-                    position = builder.add(builder.mul(o, i64(d.stride)), builder.mul(t, i64(d.dilation)))
-                    position = builder.sub(position, i64(d.begin))
-                    index = builder.add(index, builder.mul(position, i64(stride)))
-                value = load(builder, x, kind, index)
-                current = builder.load(acc, typ=element)
-                builder.store(builder.fadd(current, value) if average else builder.call(maximum, [current, value]), acc)
-            result = builder.load(acc, typ=element)
-            if average:
-                c0, c1, c2 = (ctx.lookup(table, element, o) for table, o in zip(counts, outs))
-                result = builder.fdiv(result, builder.fmul(builder.fmul(c0, c1), c2))
-            out_index = builder.add(builder.mul(p, i64(plane_out)), builder.add(
-                builder.mul(builder.add(builder.mul(o0, i64(dims[1].out)), o1), i64(dims[2].out)), o2))
-            store(builder, result, out, kind, out_index)
+    start, stop = ctx.share(planes)
+    with loop(builder, stop, start, name="plane") as p:
+        plane = builder.mul(p, i64(plane_out))
+        image_plane = builder.mul(p, i64(plane_in))
+        with loop(builder, plane_out, name="init") as o:
+            builder.store(identity, element_pointer(builder, out, kind, builder.add(plane, o)))
+        with loop(builder, dims[0].kernel, name="t0") as t0, loop(builder, dims[1].kernel, name="t1") as t1, \
+                loop(builder, dims[2].kernel, name="t2") as t2:
+            taps = (t0, t1, t2)
+            bounds = [[ctx.lookup(table, I64, t) for table in pair] for pair, t in zip(ranges, taps)]
+
+            def combine(pointer: ir.Value, value: ir.Value) -> None:
+                current = builder.load(pointer, typ=element)
+                builder.store(builder.fadd(current, value, flags=("reassoc",)) if average
+                              else nan_max(builder, current, value), pointer)
+            _fold(ctx, dims, taps, bounds, out, plane, x, image_plane, kind, combine)
+        if average:
+            _divide(ctx, instr, dims, out, plane, kind)
+
+
+def nan_max(builder: ir.IRBuilder, current: ir.Value, value: ir.Value) -> ir.Value:
+    """max(current, value), NaN if either is NaN, as compares and a select (which LLVM vectorises
+    to a compare-and-blend; llvm.maximum's x86 lowering kept this loop scalar)."""
+    keep = builder.or_(builder.fcmp_ordered(">=", current, value), builder.fcmp_unordered("uno", current, current))
+    return builder.select(keep, current, value)
+
+
+def _fold(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...], bounds: list[list[ir.Value]],
+          out: ir.Value, plane: ir.Value, x: ir.Value, image_plane: ir.Value, kind, combine) -> None:
+    """combine(&out[plane + o], x[image_plane + position(o, tap)]) over the output box `bounds`."""
+    builder = ctx.builder
+    in_strides = spatial_strides(dims, "size")
+
+    def add(a: ir.Value, b: ir.Value) -> ir.Value:
+        return builder.add(a, b, flags=NSW)
+
+    def mul(a: ir.Value, b: int) -> ir.Value:
+        return builder.mul(a, i64(b), flags=NSW)
+
+    def position(index: ir.Value, tap: ir.Value, dim: Dim) -> ir.Value:
+        return builder.sub(add(mul(index, dim.stride), mul(tap, dim.dilation)), i64(dim.begin), flags=NSW)
+
+    d0, d1, d2 = dims
+    with loop(builder, bounds[0][1], bounds[0][0], name="o0") as o0, \
+            loop(builder, bounds[1][1], bounds[1][0], name="o1") as o1:
+        out_row = add(plane, mul(add(mul(o0, d1.out), o1), d2.out))
+        in_row = add(image_plane, add(mul(position(o0, taps[0], d0), in_strides[0]),
+                                      mul(position(o1, taps[1], d1), in_strides[1])))
+        with loop(builder, bounds[2][1], bounds[2][0], name="o2") as o2:
+            value = load(builder, x, kind, add(in_row, position(o2, taps[2], d2)))
+            combine(element_pointer(builder, out, kind, add(out_row, o2)), value)
+
+
+def _divide(ctx: KernelContext, instr, dims: list[Dim], out: ir.Value, plane: ir.Value, kind) -> None:
+    """Divide each output of the plane by the number of taps its average counts."""
+    builder = ctx.builder
+    element = storage_type(kind)
+    counts = [ctx.table(f"count{i}", element, [float(d.counted_taps(o, instr.count_include_pad))
+                                                for o in range(d.out)]) for i, d in enumerate(dims)]
+    with loop(builder, dims[0].out, name="a0") as o0, loop(builder, dims[1].out, name="a1") as o1:
+        row_count = builder.fmul(ctx.lookup(counts[0], element, o0), ctx.lookup(counts[1], element, o1))
+        row = builder.add(plane, builder.mul(builder.add(builder.mul(o0, i64(dims[1].out)), o1), i64(dims[2].out)))
+        with loop(builder, dims[2].out, name="a2") as o2:
+            pointer = element_pointer(builder, out, kind, builder.add(row, o2))
+            count = builder.fmul(row_count, ctx.lookup(counts[2], element, o2))
+            builder.store(builder.fdiv(builder.load(pointer, typ=element), count), pointer)
 
 
 register("MaxPool", COMPUTE_FLOATS, _pool)

@@ -4,7 +4,9 @@ A record names the kind, the element kinds its kernel handles, the builder that
 emits a specialised kernel for one step, an optional `accepts` rule for what the
 element kinds alone do not say (Pow's exponent of the base's kind), and, for an
 element-wise kind, its `scalar` semantics: one element of the result from one
-element of each source. Operator stacking composes `scalar`s, so every
+element of each source; for a compute kind, `epilogue` says whether an
+instruction's kernel can apply stacked element-wise instructions as it stores
+its result (epilogue.py). Operator stacking composes `scalar`s, so every
 element-wise kind is stackable with every other by being in this table. The
 backend's primitives are derived from here: a kind or element kind missing from
 the table is reported unsupported, never computed wrongly.
@@ -32,6 +34,11 @@ class KernelRecord:
     build: KernelBuilder
     accepts: Callable[[Any], bool] | None = None
     scalar: Scalar | None = None
+    epilogue: Callable[[Any], bool] | None = None
+
+    def takes_epilogue(self, instr: Any) -> bool:
+        """Whether `instr`'s kernel applies stacked element-wise instructions as it stores."""
+        return self.epilogue is not None and self.epilogue(instr)
 
     def supports(self, node: Any) -> bool:
         """Whether the kernel handles `node` (a graph node or an instruction) beyond its element kinds."""
@@ -43,8 +50,9 @@ KERNELS: dict[str, KernelRecord] = {}
 
 
 def register(kind: str, elems: frozenset[ElemKind], build: KernelBuilder, *,
-             accepts: Callable[[Any], bool] | None = None, scalar: Scalar | None = None) -> None:
+             accepts: Callable[[Any], bool] | None = None, scalar: Scalar | None = None,
+             epilogue: Callable[[Any], bool] | None = None) -> None:
     """Add the record of `kind`; a kind registered twice is a bug."""
     if kind in KERNELS:
         raise ValueError(f"cpu kernel for {kind} is registered twice")
-    KERNELS[kind] = KernelRecord(kind, frozenset(elems), build, accepts, scalar)
+    KERNELS[kind] = KernelRecord(kind, frozenset(elems), build, accepts, scalar, epilogue)

@@ -1,0 +1,78 @@
+"""Threads inside one compiled program: work splitting and the barrier between kernels.
+
+The host runs `glowsdk_thread(..., thread, threads)` on `threads` OS threads at
+once (backend: one ctypes call per Python thread; ctypes releases the GIL). Each
+heavy kernel takes the share of its outer tile loop `split` gives its thread,
+and every thread meets at a barrier after every kernel, so a kernel always sees
+its inputs complete. The barrier is a counter and a generation number in the
+first BARRIER_BYTES of the scratch area (zero when the arena is allocated, and
+the counter is back at zero after every barrier): the last thread to arrive
+resets the counter and publishes a new generation, the others spin on it
+(with the x86 `pause` hint)
+(atomic exchanges stand for atomic stores, which llvmlite cannot emit on opaque
+pointers). With
+one thread the barrier is skipped, so a single-threaded run pays one compare.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .kinds import I8, I32, I64, i64
+
+BARRIER_BYTES = 128
+"""Counter and generation, on separate cache lines."""
+SPINS = 4000
+"""Barrier tries spent spinning before each further try yields the core (POSIX sched_yield)."""
+MAX_THREADS = 16
+"""Kernels size per-thread scratch for this many threads; the backend refuses more."""
+
+
+def emit_barrier(builder: ir.IRBuilder, address: ir.Value, threads: ir.Value) -> None:
+    """Wait until all `threads` threads have reached this point (no-op for one thread)."""
+    one = ir.Constant(I32, 1)
+    with builder.if_then(builder.icmp_unsigned(">", threads, one)):
+        count = address
+        generation = builder.gep(address, [i64(64)], inbounds=True, source_etype=I8)
+        seen = builder.load_atomic(generation, "acquire", 4, typ=I32)
+        arrived = builder.atomic_rmw("add", count, one, "acq_rel")
+        last = builder.icmp_unsigned("==", arrived, builder.sub(threads, one))
+        with builder.if_else(last) as (then, otherwise):
+            with then:
+                builder.atomic_rmw("xchg", count, ir.Constant(I32, 0), "monotonic")
+                builder.atomic_rmw("xchg", generation, builder.add(seen, one), "release")
+            with otherwise:
+                _wait(builder, generation, seen)
+
+
+def _wait(builder: ir.IRBuilder, generation: ir.Value, seen: ir.Value) -> None:
+    """Spin (with x86's `pause`) until `generation` moves on from `seen`; after SPINS tries,
+    yield the core at every try, so a descheduled thread we wait for can run."""
+    module, function = builder.module, builder.function
+    before = builder.block
+    spin = function.append_basic_block("barrier.spin")
+    done = function.append_basic_block("barrier.done")
+    builder.branch(spin)
+    builder.position_at_end(spin)
+    tries = builder.phi(I32, name="tries")
+    tries.add_incoming(ir.Constant(I32, 0), before)
+    if module.triple.startswith(("x86_64", "i686", "i386")):
+        pause = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+        builder.call(pause, [])
+    with builder.if_then(builder.icmp_unsigned(">=", tries, ir.Constant(I32, SPINS)), likely=False):
+        sched_yield = module.globals.get("sched_yield") or ir.Function(module, ir.FunctionType(I32, []),
+                                                                        "sched_yield")
+        builder.call(sched_yield, [])
+    now = builder.load_atomic(generation, "acquire", 4, typ=I32)
+    tries.add_incoming(builder.add(tries, ir.Constant(I32, 1)), builder.block)
+    builder.cbranch(builder.icmp_unsigned("==", now, seen), spin, done)
+    builder.position_at_end(done)
+
+
+def split(builder: ir.IRBuilder, count: int, thread: ir.Value, threads: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """This thread's [start, stop) of `count` work items, in contiguous near-equal shares."""
+    total = i64(count)
+    index, parts = builder.zext(thread, I64), builder.zext(threads, I64)
+    start = builder.udiv(builder.mul(total, index), parts)
+    stop = builder.udiv(builder.mul(total, builder.add(index, i64(1))), parts)
+    return start, stop

@@ -1,0 +1,117 @@
+"""A compiled CPU image: everything needed to run a network without compiling it again.
+
+The JIT, the compile cache and the AOT bundle all consume the same image: the
+position-independent object code of the module, the constant region as the
+static allocator (and the kernels' packed weights) laid it out, the sizes of
+the two mutable regions, where each input and output lives in the placeholder
+region, and the C signature of every function the object exports, as read from
+the module (never restated by hand). image_file.py stores one on disk.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...compiler.ir.program import Program
+from ...errors import UnsupportedError
+from ...graph.types import ElemKind, Type
+
+ALIGNMENT = 64
+"""Byte alignment of every region (the allocator's offsets are multiples of it too)."""
+
+
+def aligned_bytes(size: int) -> np.ndarray:
+    """A zeroed byte array of `size` whose data starts on an ALIGNMENT-byte boundary."""
+    raw = np.zeros(size + ALIGNMENT, dtype=np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + size]
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One parameter of the entry point: its name in the module and its C type."""
+
+    name: str
+    c_type: str
+
+
+@dataclass(frozen=True)
+class Signature:
+    """An exported function as the module declares it: symbol, C return type, parameters."""
+
+    symbol: str
+    returns: str
+    arguments: tuple[Argument, ...]
+
+    def to_json(self) -> dict:
+        return {"symbol": self.symbol, "returns": self.returns,
+                "arguments": [[a.name, a.c_type] for a in self.arguments]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Signature:
+        return cls(data["symbol"], data["returns"], tuple(Argument(n, t) for n, t in data["arguments"]))
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A network input or output: its type and byte offset in the placeholder region."""
+
+    name: str
+    role: str  # "input" or "output"
+    type: Type
+    offset: int
+
+    def to_json(self) -> dict:
+        t = self.type
+        return {"name": self.name, "role": self.role, "elem": t.elem.value, "shape": list(t.shape),
+                "scale": t.scale, "offset": t.offset, "axis": t.axis, "byte_offset": self.offset}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Binding:
+        scale, offset = data["scale"], data["offset"]
+        type_ = Type(ElemKind(data["elem"]), tuple(data["shape"]),
+                     tuple(scale) if isinstance(scale, list) else scale,
+                     tuple(offset) if isinstance(offset, list) else offset, data["axis"])
+        return cls(data["name"], data["role"], type_, data["byte_offset"])
+
+
+@dataclass
+class CpuImage:
+    """Object code plus the memory layout it was compiled against (see the module docstring)."""
+
+    object_code: bytes
+    exports: tuple[Signature, ...]
+    constants: np.ndarray
+    activation_bytes: int
+    placeholder_bytes: int
+    bindings: tuple[Binding, ...]
+    triple: str
+    cpu: str
+
+    @classmethod
+    def from_program(cls, program: Program, object_code: bytes, exports: tuple[Signature, ...],
+                     triple: str, cpu: str) -> CpuImage:
+        """The image of `program` compiled to `object_code`: constants copied to their offsets."""
+        plan = program.plan
+        constants = aligned_bytes(plan.constant_bytes)
+        bindings = []
+        for weight in program.ir.weights.values():
+            offset = plan.address(weight)[1]
+            if weight.role == "constant":
+                if weight.value is None:
+                    raise UnsupportedError(f"constant weight %{weight.name} has no data")
+                view = constants[offset:offset + weight.type.nbytes].view(weight.type.dtype)
+                np.copyto(view.reshape(weight.type.shape), weight.value)
+            else:
+                bindings.append(Binding(weight.name, weight.role, weight.type, offset))
+        return cls(object_code, exports, constants, plan.activation_bytes, plan.placeholder_bytes,
+                   tuple(bindings), triple, cpu)
+
+    def describe(self, key: str) -> dict:
+        """The JSON description written before the sections (everything but the bytes)."""
+        return {"key": key, "triple": self.triple, "cpu": self.cpu, "exports": [s.to_json() for s in self.exports],
+                "constant_bytes": int(self.constants.size), "activation_bytes": self.activation_bytes,
+                "placeholder_bytes": self.placeholder_bytes, "alignment": ALIGNMENT,
+                "bindings": [b.to_json() for b in self.bindings]}
+

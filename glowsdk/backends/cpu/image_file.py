@@ -1,0 +1,109 @@
+"""A CpuImage as one file: what the compile cache stores, checked before it is trusted.
+
+Layout: a fixed prefix (magic, format version, length and SHA-256 of the JSON
+description), the description (key, target, layout, bindings, exports, and each
+section's size and digest), then the object code and the constant region, each
+starting on an ALIGNMENT-byte boundary so the constants can be memory-mapped in
+place instead of copied. A section's digest is the SHA-256 of the SHA-256s of
+its 16 MiB chunks, computed on every core (hashlib releases the GIL), since a
+network's weights run to hundreds of megabytes. Reading checks the magic, the
+version, the key and every digest; anything else is an ImageFileError and the
+file is not used. Nothing is unpickled or evaluated.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from typing import BinaryIO, Sequence
+
+import numpy as np
+
+from .image import ALIGNMENT, Binding, CpuImage, Signature
+
+MAGIC = b"GLOWCPU\0"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sII32s")
+"""magic, format version, JSON length, SHA-256 of the JSON."""
+CHUNK = 1 << 24
+SECTIONS = ("object", "constants")
+
+
+class ImageFileError(Exception):
+    """An image file that cannot be trusted: wrong magic or version, another key, truncated, or corrupt."""
+
+
+def digests(buffers: Sequence[memoryview]) -> list[str]:
+    """The chunked SHA-256 digest (see the module docstring) of each buffer, hashed in parallel."""
+    chunks = [(i, b[start:start + CHUNK]) for i, b in enumerate(buffers) for start in range(0, b.nbytes, CHUNK)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        hashed = list(pool.map(lambda chunk: hashlib.sha256(chunk[1]).digest(), chunks))
+    joined: list[bytes] = [b"" for _ in buffers]
+    for (i, _), digest in zip(chunks, hashed):
+        joined[i] += digest
+    return [hashlib.sha256(j).hexdigest() for j in joined]
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // ALIGNMENT) * ALIGNMENT
+
+
+def _sections(image: CpuImage) -> list[memoryview]:
+    return [memoryview(image.object_code).cast("B"), memoryview(image.constants).cast("B")]
+
+
+def write_image(stream: BinaryIO, image: CpuImage, key: str) -> None:
+    """Write `image`, compiled for `key`, to `stream` (positioned at 0) in the layout above."""
+    buffers = _sections(image)
+    description = image.describe(key)
+    description["sections"] = [{"name": name, "bytes": b.nbytes, "digest": digest}
+                               for name, b, digest in zip(SECTIONS, buffers, digests(buffers))]
+    text = json.dumps(description, sort_keys=True).encode()
+    stream.write(_PREFIX.pack(MAGIC, FORMAT_VERSION, len(text), hashlib.sha256(text).digest()))
+    stream.write(text)
+    position = _PREFIX.size + len(text)
+    for b in buffers:
+        stream.write(bytes(_aligned(position) - position))
+        stream.write(b)
+        position = _aligned(position) + b.nbytes
+
+
+def read_image(path: str | os.PathLike, key: str) -> CpuImage:
+    """The image in the file at `path`, checked against `key` and every digest; its constants
+    stay memory-mapped (copy on write). ImageFileError for a file that cannot be trusted."""
+    with open(path, "rb") as stream:
+        prefix = stream.read(_PREFIX.size)
+        if len(prefix) != _PREFIX.size:
+            raise ImageFileError("truncated prefix")
+        magic, version, length, checksum = _PREFIX.unpack(prefix)
+        if magic != MAGIC or version != FORMAT_VERSION:
+            raise ImageFileError(f"not a version-{FORMAT_VERSION} glowsdk cpu image")
+        text = stream.read(length)
+        size = os.fstat(stream.fileno()).st_size
+    if len(text) != length or hashlib.sha256(text).digest() != checksum:
+        raise ImageFileError("description checksum mismatch")
+    try:
+        data = json.loads(text)
+        if data["key"] != key:
+            raise ImageFileError("compiled for another key")
+        sections = data["sections"]
+        if [s["name"] for s in sections] != list(SECTIONS):
+            raise ImageFileError("unexpected sections")
+        mapped = np.memmap(path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
+        position, views = _PREFIX.size + length, []
+        for section in sections:
+            start = _aligned(position)
+            position = start + section["bytes"]
+            if position > size:
+                raise ImageFileError(f"section {section['name']} truncated")
+            views.append(mapped[start:position])
+        if digests([memoryview(v) for v in views]) != [s["digest"] for s in sections]:
+            raise ImageFileError("section digest mismatch")
+        exports = tuple(Signature.from_json(s) for s in data["exports"])
+        return CpuImage(views[0].tobytes(), exports, views[1], int(data["activation_bytes"]),
+                        int(data["placeholder_bytes"]), tuple(Binding.from_json(b) for b in data["bindings"]),
+                        data["triple"], data["cpu"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise ImageFileError(f"malformed description ({type(err).__name__}: {err})") from None

@@ -1,0 +1,245 @@
+"""A register-blocked float32 GEMM on explicit LLVM vectors: C = A @ B (+ bias per row).
+
+The micro-kernel keeps an MR x NV tile of C (MR rows, NV vectors of `lanes`
+columns: NR = NV * lanes) in vector registers for the whole K loop: per k it
+loads NV vectors of B, broadcasts MR scalars of A and issues MR * NV fused
+multiply-adds (llvm.fma), so the FMA units, not memory, set the pace (paper
+5.1; the MR x NV shape comes from the register count, target.py). B is read
+from a panel of NR columns laid out [k][NR] (packed at compile time for
+constant weights, at run time by a packer into scratch memory, packing.py),
+so each k is one contiguous, aligned load per vector. A is read with any row
+and k strides: compile-time packed [tile][k][MR] panels (one stream) or a
+row-major matrix.
+
+Everything is a compile-time constant, so the tiles at the edges are separate
+specialised code: the last column tile loads and stores its partial last vector
+under a constant mask (llvm.masked.load/store), the last row tile stores only
+its rows. The column tiles are the unit of work threads share; the panel of a
+tile is packed once and reused by every row tile while it is hot in cache.
+The bias initialises the accumulators, and `epilogue` (the element-wise
+instructions stacked onto the kernel, e.g. a ReLU) transforms each vector as it
+is stored, so a Conv + bias + ReLU touches its output once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from llvmlite import ir
+
+from ..codegen.kinds import F32, I1, I32, I64, PTR, i64
+from ..codegen.loops import loop
+from ..codegen.module import KernelContext
+from ..codegen.target import host_vectors
+
+Epilogue = Callable[[ir.Value, ir.Value, int], ir.Value]
+"""(C vector, element index in C of its first lane, lanes in use) -> the vector to store."""
+
+
+@dataclass(frozen=True)
+class Panel:
+    """Where a micro-kernel reads its operand: a base pointer, element strides per row (A) or per
+    k step, and for B whether the partial last vector must be loaded under a mask."""
+
+    pointer: ir.Value
+    k_stride: int
+    row_stride: int = 0
+    masked: bool = False
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """The sizes of one C = A @ B and the register tile chosen for them."""
+
+    rows: int
+    columns: int
+    depth: int
+
+    @property
+    def lanes(self) -> int:
+        return host_vectors().lanes
+
+    @property
+    def tile_rows(self) -> int:
+        """MR, or fewer for a matrix with fewer rows (a GEMV keeps no idle accumulators)."""
+        return min(host_vectors().tile[0], self.rows)
+
+    @property
+    def tile_vectors(self) -> int:
+        return host_vectors().tile[1]
+
+    @property
+    def tile_columns(self) -> int:
+        return self.tile_vectors * self.lanes
+
+    @property
+    def column_tiles(self) -> int:
+        return -(-self.columns // self.tile_columns)
+
+    @property
+    def row_tiles(self) -> int:
+        return -(-self.rows // self.tile_rows)
+
+    def edge_columns(self) -> int:
+        """Columns in the last column tile."""
+        return self.columns - (self.column_tiles - 1) * self.tile_columns
+
+    def flops(self) -> int:
+        return 2 * self.rows * self.columns * self.depth
+
+
+def vector_type(lanes: int) -> ir.VectorType:
+    return ir.VectorType(F32, lanes)
+
+
+def lane_mask(lanes: int, count: int) -> ir.Constant:
+    """The constant mask enabling the first `count` lanes."""
+    return ir.Constant(ir.VectorType(I1, lanes), [1] * count + [0] * (lanes - count))
+
+
+def splat(builder: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
+    """`value` in every lane."""
+    vector = vector_type(lanes) if value.type == F32 else ir.VectorType(value.type, lanes)
+    single = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(I32, 0))
+    zeros = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
+    return builder.shuffle_vector(single, ir.Constant(vector, None), zeros)
+
+
+def offset(builder: ir.IRBuilder, pointer: ir.Value, elements: int | ir.Value) -> ir.Value:
+    """`pointer` advanced by `elements` float32 elements."""
+    if isinstance(elements, int):
+        if elements == 0:
+            return pointer
+        elements = i64(elements)
+    return builder.gep(pointer, [elements], inbounds=True, source_etype=F32)
+
+
+def load_vector(ctx: KernelContext, pointer: ir.Value, lanes: int, count: int, align: int = 4) -> ir.Value:
+    """`count` <= lanes floats from `pointer` (the rest zero), masked when partial."""
+    vector = vector_type(lanes)
+    if count == lanes:
+        return ctx.builder.load(pointer, typ=vector, align=align)
+    masked = ctx.declare(f"llvm.masked.load.v{lanes}f32.p0",
+                         ir.FunctionType(vector, [PTR, I32, ir.VectorType(I1, lanes), vector]))
+    return ctx.builder.call(masked, [pointer, ir.Constant(I32, align), lane_mask(lanes, count),
+                                     ir.Constant(vector, [0.0] * lanes)])
+
+
+def store_vector(ctx: KernelContext, value: ir.Value, pointer: ir.Value, lanes: int, count: int) -> None:
+    """Store the first `count` lanes of `value` at `pointer`."""
+    if count == lanes:
+        ctx.builder.store(value, pointer, align=4)
+        return
+    masked = ctx.declare(f"llvm.masked.store.v{lanes}f32.p0",
+                         ir.FunctionType(ir.VoidType(), [value.type, PTR, I32, ir.VectorType(I1, lanes)]))
+    ctx.builder.call(masked, [value, pointer, ir.Constant(I32, 4), lane_mask(lanes, count)])
+
+
+def fma(ctx: KernelContext, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+    function = ctx.declare(f"llvm.fma.v{a.type.count}f32", ir.FunctionType(a.type, [a.type] * 3))
+    return ctx.builder.call(function, [a, b, c])
+
+
+def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel, columns: int,
+                 init: Callable[[int], ir.Value], c: ir.Value, c_at: ir.Value, ldc: int, c_rows: int,
+                 epilogue: Epilogue | None) -> None:
+    """One MR x NV tile: C[r, :columns] = epilogue(init(r) + sum_k A[r, k] * B[k, :columns]) for
+    r < c_rows. A rows at or past `a_rows` repeat the last real row (never read out of bounds)."""
+    builder, lanes = ctx.builder, gemm.lanes
+    vectors = -(-columns // lanes)
+    counts = [min(lanes, columns - v * lanes) for v in range(vectors)]
+    start = [[init(r) for _ in range(vectors)] for r in range(gemm.tile_rows)]
+    before = builder.block
+    body = builder.append_basic_block("micro.k")
+    after = builder.append_basic_block("micro.done")
+    builder.branch(body)
+    builder.position_at_end(body)
+    k = builder.phi(I64, name="k")
+    k.add_incoming(i64(0), before)
+    acc = [[builder.phi(vector_type(lanes), name=f"c{r}_{v}") for v in range(vectors)] for r in range(gemm.tile_rows)]
+    for r in range(gemm.tile_rows):
+        for v in range(vectors):
+            acc[r][v].add_incoming(start[r][v], before)
+    b_row = offset(builder, b.pointer, builder.mul(k, i64(b.k_stride)))
+    b_vectors = [load_vector(ctx, offset(builder, b_row, v * lanes), lanes, counts[v] if b.masked else lanes)
+                 for v in range(vectors)]
+    a_k = offset(builder, a.pointer, builder.mul(k, i64(a.k_stride)))
+    sums = []
+    for r in range(gemm.tile_rows):
+        scalar = builder.load(offset(builder, a_k, min(r, a_rows - 1) * a.row_stride), typ=F32)
+        broadcast = splat(builder, scalar, lanes)
+        sums.append([fma(ctx, broadcast, b_vectors[v], acc[r][v]) for v in range(vectors)])
+    following = builder.add(k, i64(1), flags=("nuw", "nsw"))
+    latch = builder.block
+    k.add_incoming(following, latch)
+    for r in range(gemm.tile_rows):
+        for v in range(vectors):
+            acc[r][v].add_incoming(sums[r][v], latch)
+    builder.cbranch(builder.icmp_unsigned("<", following, i64(gemm.depth)), body, after)
+    builder.position_at_end(after)
+    for r in range(c_rows):
+        for v in range(vectors):
+            at = builder.add(c_at, i64(r * ldc + v * lanes))
+            value = sums[r][v] if epilogue is None else epilogue(sums[r][v], at, counts[v])
+            store_vector(ctx, value, offset(builder, c, at), lanes, counts[v])
+
+
+Init = Callable[[ir.Value, int], ir.Value]
+"""(first row of the tile, row within the tile) -> the accumulator's starting vector."""
+
+
+def bias_init(ctx: KernelContext, bias: ir.Value | None, rows: int) -> Init:
+    """Accumulators start at bias[row] (clamped to the last real row), or zero without a bias."""
+    lanes = host_vectors().lanes
+    zero = ir.Constant(vector_type(lanes), [0.0] * lanes)
+
+    def init(first: ir.Value, r: int) -> ir.Value:
+        if bias is None:
+            return zero
+        builder = ctx.builder
+        row = builder.add(first, i64(r))
+        row = builder.select(builder.icmp_unsigned("<", row, i64(rows)), row, i64(rows - 1))
+        return splat(builder, builder.load(offset(builder, bias, row), typ=F32), lanes)
+    return init
+
+
+PanelOf = Callable[[ir.Value], Panel]
+"""Column tile index -> its B panel (may emit the code packing it)."""
+RowsOf = Callable[[ir.Value], Panel]
+"""Row tile index -> its A panel."""
+
+
+def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of: PanelOf, c: ir.Value,
+              ldc: int, init: Init, epilogue: Epilogue | None = None) -> None:
+    """C = A @ B over every tile; this thread's share of the column tiles (see the module doc).
+    `a_padded`: A panels hold zero rows past `rows`, so the last row tile may read them."""
+    builder = ctx.builder
+    mr, nr = gemm.tile_rows, gemm.tile_columns
+    full_rows, edge_rows = divmod(gemm.rows, mr)
+    start, stop = ctx.share(gemm.column_tiles)
+    with loop(builder, stop, start, name="nt") as nt:
+        panel = b_of(nt)
+        c_tile = builder.mul(nt, i64(nr))
+
+        def row_tiles(columns: int) -> None:
+            def one(mt: ir.Value, c_rows: int) -> None:
+                a_rows = mr if a_padded else c_rows
+                first = builder.mul(mt, i64(mr))
+                micro_kernel(ctx, gemm, a_of(mt), a_rows, panel, columns, lambda r: init(first, r),
+                             c, builder.add(c_tile, builder.mul(first, i64(ldc))), ldc, c_rows, epilogue)
+            if full_rows:
+                with loop(builder, full_rows, name="mt") as mt:
+                    one(mt, mr)
+            if edge_rows:
+                one(i64(full_rows), edge_rows)
+
+        edge = gemm.edge_columns()
+        if edge == nr:
+            row_tiles(nr)
+        else:
+            last = builder.icmp_unsigned("==", nt, i64(gemm.column_tiles - 1))
+            with builder.if_else(last) as (then, otherwise):
+                with then:
+                    row_tiles(edge)
+                with otherwise:
+                    row_tiles(nr)

@@ -1,0 +1,162 @@
+"""Operand packing for the GEMM micro-kernel: constants at compile time, activations at run time.
+
+Constant weights are re-laid out once, in numpy, into the panels the
+micro-kernel streams through (and appended to the constants region): A as
+[row tile][k][MR] (a convolution's filter, paper Figure 6's idea of putting the
+SIMD-consumed index innermost) and B as [column tile][k][NR] (a MatMul's
+weights), zero-padded to whole tiles so no edge tile loads under a mask.
+
+Activations are packed per column tile at run time into a [k][NR] panel in
+scratch memory: the im2col of a convolution fused with packing, so no K x N
+im2col matrix is ever materialised. Column n of the GEMM is output position
+(oy, ox); k is (input channel, tap). Per tap, vector compares against constant
+per-column tables (oy * stride - pad, ox * stride - pad) give which lanes read
+inside the input; padding lanes are zero. When the output row is as wide as
+the input and strides are 1, the lanes of one vector read consecutive input
+elements (a masked vector load); otherwise a masked gather.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from ..codegen.kinds import I1, I32, I64, PTR, i64
+from ..codegen.loops import loop
+from ..codegen.module import KernelContext
+from .gemm import Gemm, Panel, offset, splat, vector_type
+
+OUTSIDE = -(1 << 24)
+"""Table entry of a padding column: outside every input, so its lanes are always zero."""
+
+
+def pack_row_panels(matrix: np.ndarray, tile_rows: int) -> np.ndarray:
+    """[M, K] -> [ceil(M / MR), K, MR], zero rows past M."""
+    rows, depth = matrix.shape
+    tiles = -(-rows // tile_rows)
+    padded = np.zeros((tiles * tile_rows, depth), np.float32)
+    padded[:rows] = matrix
+    return padded.reshape(tiles, tile_rows, depth).transpose(0, 2, 1).copy()
+
+
+def pack_column_panels(matrix: np.ndarray, tile_columns: int) -> np.ndarray:
+    """[K, N] -> [ceil(N / NR), K, NR], zero columns past N."""
+    depth, columns = matrix.shape
+    tiles = -(-columns // tile_columns)
+    padded = np.zeros((depth, tiles * tile_columns), np.float32)
+    padded[:, :columns] = matrix
+    return padded.reshape(depth, tiles, tile_columns).transpose(1, 0, 2).copy()
+
+
+@dataclass(frozen=True)
+class Window:
+    """The im2col geometry of a 2-d convolution over one image (a matrix is a 1 x N image with
+    a 1 x 1 window): input planes of height x width, output width, taps, strides, dilations,
+    top/left pads."""
+
+    channels: int
+    height: int
+    width: int
+    out_height: int
+    out_width: int
+    kernel: tuple[int, int] = (1, 1)
+    strides: tuple[int, int] = (1, 1)
+    dilations: tuple[int, int] = (1, 1)
+    pads: tuple[int, int] = (0, 0)
+
+    @property
+    def taps(self) -> int:
+        return self.kernel[0] * self.kernel[1]
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether consecutive output columns read consecutive input elements at every tap."""
+        return self.strides == (1, 1) and self.out_width == self.width
+
+    @property
+    def pointwise(self) -> bool:
+        """Whether B is the input matrix itself ([channels, height * width]: 1x1, stride 1, no padding)."""
+        return self.contiguous and self.kernel == (1, 1) and self.pads == (0, 0) and \
+            self.out_height == self.height
+
+
+def column_tables(window: Window, gemm: Gemm) -> tuple[list[int], list[int]]:
+    """Per GEMM column (padded to whole tiles): oy * stride - pad and ox * stride - pad."""
+    total = gemm.column_tiles * gemm.tile_columns
+    rows, cols = [OUTSIDE] * total, [OUTSIDE] * total
+    for n in range(window.out_height * window.out_width):
+        oy, ox = divmod(n, window.out_width)
+        rows[n] = oy * window.strides[0] - window.pads[0]
+        cols[n] = ox * window.strides[1] - window.pads[1]
+    return rows, cols
+
+
+def emit_pack(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, tile: ir.Value,
+              panel: ir.Value, tables: tuple[ir.Value, ir.Value]) -> Panel:
+    """Pack column tile `tile` of im2col(`source`) into `panel` ([K][NR], K = channels x taps)."""
+    builder, lanes, nr = ctx.builder, gemm.lanes, gemm.tile_columns
+    vectors = gemm.tile_vectors
+    ivec = ir.VectorType(I32, lanes)
+    first = builder.mul(tile, i64(nr))
+    bases = []
+    for table in tables:
+        bases.append([builder.load(builder.gep(table, [i64(0), builder.add(first, i64(v * lanes))], inbounds=True,
+                                               source_etype=table.value_type), typ=ivec, align=4)
+                      for v in range(vectors)])
+    plane = window.height * window.width
+    kh, kw = window.kernel
+    with loop(builder, kh, name="ky") as ky, loop(builder, kw, name="kx") as kx:
+        dy64, dx64 = builder.mul(ky, i64(window.dilations[0])), builder.mul(kx, i64(window.dilations[1]))
+        dy, dx = builder.trunc(dy64, I32), builder.trunc(dx64, I32)
+        masks, offsets = [], []
+        for v in range(vectors):
+            iy = builder.add(bases[0][v], splat(builder, dy, lanes))
+            ix = builder.add(bases[1][v], splat(builder, dx, lanes))
+            inside = builder.and_(builder.icmp_unsigned("<", iy, ir.Constant(ivec, [window.height] * lanes)),
+                                  builder.icmp_unsigned("<", ix, ir.Constant(ivec, [window.width] * lanes)))
+            masks.append(inside)
+            offsets.append(builder.add(builder.mul(iy, ir.Constant(ivec, [window.width] * lanes)), ix))
+        tap = builder.add(builder.mul(ky, i64(kw)), kx)
+        shift = builder.add(builder.mul(builder.sub(dy64, i64(window.pads[0])), i64(window.width)),
+                            builder.sub(dx64, i64(window.pads[1])))
+        with loop(builder, window.channels, name="ci") as ci:
+            channel = offset(builder, source, builder.mul(ci, i64(plane)))
+            k = builder.add(builder.mul(ci, i64(window.taps)), tap)
+            row = offset(builder, panel, builder.mul(k, i64(nr)))
+            for v in range(vectors):
+                if window.contiguous:
+                    at = builder.add(builder.add(first, i64(v * lanes)), shift)
+                    value = _masked_load(ctx, offset(builder, channel, at), masks[v], lanes)
+                else:
+                    value = _gather(ctx, channel, offsets[v], masks[v], lanes)
+                builder.store(value, offset(builder, row, v * lanes), align=min(64, nr * 4))
+    return Panel(panel, nr)
+
+
+def _masked_load(ctx: KernelContext, pointer: ir.Value, mask: ir.Value, lanes: int) -> ir.Value:
+    vector = vector_type(lanes)
+    function = ctx.declare(f"llvm.masked.load.v{lanes}f32.p0",
+                           ir.FunctionType(vector, [PTR, I32, ir.VectorType(I1, lanes), vector]))
+    return ctx.builder.call(function, [pointer, ir.Constant(I32, 4), mask, ir.Constant(vector, [0.0] * lanes)])
+
+
+def _gather(ctx: KernelContext, base: ir.Value, offsets: ir.Value, mask: ir.Value, lanes: int) -> ir.Value:
+    """base[offsets[j]] where mask[j], else 0."""
+    builder = ctx.builder
+    vector = vector_type(lanes)
+    pointers_type = ir.VectorType(PTR, lanes)
+    function = ctx.declare(f"llvm.masked.gather.v{lanes}f32.v{lanes}p0",
+                           ir.FunctionType(vector, [pointers_type, I32, ir.VectorType(I1, lanes), vector]))
+    wide = builder.sext(offsets, ir.VectorType(I64, lanes))
+    start = splat(builder, builder.ptrtoint(base, I64), lanes)
+    addresses = builder.add(start, builder.mul(wide, ir.Constant(ir.VectorType(I64, lanes), [4] * lanes)))
+    pointers = builder.inttoptr(addresses, pointers_type)
+    return builder.call(function, [pointers, ir.Constant(I32, 4), mask, ir.Constant(vector, [0.0] * lanes)])
+
+
+def table_pair(ctx: KernelContext, window: Window, gemm: Gemm) -> tuple[ir.Value, ir.Value]:
+    """The per-column tables of `window` as module constants."""
+    rows, cols = column_tables(window, gemm)
+    return ctx.table("rows", I32, rows), ctx.table("cols", I32, cols)
+

@@ -1,0 +1,223 @@
+"""`glowsdk bench`: how fast a compiled model runs, alone or against onnxruntime in the same process.
+
+Both sides get the same model bytes (after --random-weights and --batch), the
+same seeded inputs and the same thread count. After a warm-up, each repetition
+times one glowsdk run and then one peer run, so both see the same machine
+state (turbo, other load) rather than one a minute after the other. Latency is
+the best and the median of the repetitions, throughput is batch / median, and
+GFLOP/s counts the multiply-adds of convolutions and matrix products (2 FLOP
+each) over the median. The outputs must agree with the peer's, or the numbers
+are reported with a failure: a fast wrong answer is no result. onnxruntime is a
+benchmark extra, imported only when asked for.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+import onnx
+
+from ..errors import GlowError
+from ..files import check_writable_file, write_text
+from . import options
+
+AGREEMENT = 1e-3
+"""Largest output difference, relative to the peer's largest magnitude, counted as agreement."""
+PEERS = ("onnxruntime",)
+
+
+def prepared_model(model: str, batch: int | None, random_weights: int | None) -> tuple[onnx.ModelProto, str]:
+    """The model bytes both sides run, as `glowsdk.load` prepares them; with a name for reports."""
+    from .. import api, zoo
+
+    proto, source = api.read_model(model)
+    if random_weights is not None:
+        proto = zoo.randomize_weights(proto, random_weights)
+    if batch is not None:
+        proto = zoo.rebatch(proto, batch)
+    return proto, source
+
+
+def network_flops(function) -> int:
+    """Multiply-adds x 2 of the convolutions and matrix products of an imported function."""
+    total = 0
+    for node in function.nodes:
+        if node.kind == "Conv":
+            total += 2 * node.type.size * int(np.prod(node.inputs[1].type.shape[1:]))
+        elif node.kind == "ConvTranspose":
+            total += 2 * node.inputs[0].type.size * int(np.prod(node.inputs[1].type.shape[1:]))
+        elif node.kind == "MatMul":
+            total += 2 * node.type.size * node.inputs[0].type.shape[-1]
+        elif node.kind == "Gemm":
+            a = node.inputs[0].type.shape
+            total += 2 * node.type.size * a[0 if node.attrs.get("trans_a") else 1]
+    return total
+
+
+def onnxruntime_runner(proto: onnx.ModelProto, threads: int) -> Callable[[Mapping[str, np.ndarray]], dict]:
+    """A function running `proto` on onnxruntime's CPU provider with `threads` intra-op threads."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise GlowError("--peer onnxruntime: onnxruntime is not installed (pip install onnxruntime; "
+                        "it is a benchmark extra, not a glowsdk dependency)") from None
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = [v for v in model.graph.input if v.name not in initializers]  # else ORT may not fold them
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
+    model.ir_version = min(max(model.ir_version, 4), 8)
+    settings = ort.SessionOptions()
+    settings.intra_op_num_threads = threads
+    settings.inter_op_num_threads = 1
+    settings.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    settings.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), settings, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return lambda feeds: dict(zip(names, session.run(names, dict(feeds))))
+
+
+@dataclass
+class Side:
+    """One side's repetitions (seconds)."""
+
+    name: str
+    seconds: list[float] = field(default_factory=list)
+
+    @property
+    def best_ms(self) -> float:
+        return 1e3 * min(self.seconds)
+
+    @property
+    def median_ms(self) -> float:
+        return 1e3 * statistics.median(self.seconds)
+
+
+@dataclass
+class BenchResult:
+    """What `measure` found for one model, target, batch and thread count."""
+
+    model: str
+    target: str
+    batch: int
+    threads: int | None
+    compile_seconds: float
+    from_cache: bool
+    flops: int
+    sides: list[Side]
+    difference: float | None = None
+    """The largest output difference from the peer, relative to the peer's largest magnitude."""
+
+    @property
+    def ratio(self) -> float | None:
+        """glowsdk's median latency over the peer's (below 1: glowsdk is faster)."""
+        return self.sides[0].median_ms / self.sides[1].median_ms if len(self.sides) > 1 else None
+
+    @property
+    def agrees(self) -> bool:
+        return self.difference is None or self.difference <= AGREEMENT
+
+    def to_json(self) -> dict:
+        return {"model": self.model, "target": self.target, "batch": self.batch, "threads": self.threads,
+                "compile_seconds": self.compile_seconds, "from_cache": self.from_cache, "flops": self.flops,
+                "sides": [{"name": s.name, "best_ms": s.best_ms, "median_ms": s.median_ms, "seconds": s.seconds,
+                           "throughput_per_s": self.batch / (s.median_ms / 1e3),
+                           "gflops": self.flops / s.median_ms / 1e6} for s in self.sides],
+                "ratio": self.ratio, "difference": self.difference, "agrees": self.agrees}
+
+    def table(self) -> str:
+        from ..conformance.report import format_table
+
+        rows = [[s.name, f"{s.best_ms:.3f}", f"{s.median_ms:.3f}", f"{self.batch / (s.median_ms / 1e3):.1f}",
+                 f"{self.flops / s.median_ms / 1e6:.1f}" if self.flops else "-"] for s in self.sides]
+        cached = "from the compile cache" if self.from_cache else "cold"
+        heading = (f"{self.model} on {self.target}: batch {self.batch}, threads {self.threads or 'default'}, "
+                   f"{len(self.sides[0].seconds)} runs; compiled in {self.compile_seconds:.2f} s ({cached})")
+        lines = [heading, format_table(["", "best ms", "median ms", "per second", "GFLOP/s"], rows)]
+        if self.ratio is not None:
+            lines.append(f"ratio {self.sides[0].name} / {self.sides[1].name} (median): {self.ratio:.3f}; "
+                         f"outputs {'agree' if self.agrees else 'DISAGREE'} "
+                         f"(largest difference {self.difference:.2e} of the largest magnitude)")
+        return "\n".join(lines)
+
+
+def relative_difference(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray]) -> float:
+    """The largest |got - want| over all outputs, relative to the largest |want|."""
+    scale = max(float(np.abs(w).max(initial=0.0)) for w in want.values()) or 1.0
+    return max(float(np.abs(got[k].astype(np.float64) - w).max(initial=0.0)) for k, w in want.items()) / scale
+
+
+def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | None = None, repeat: int = 10,
+            warmup: int = 2, peer: str | None = None, cache: bool = True, seed: int = 0) -> BenchResult:
+    """Compile `proto` for `target` and time it (and `peer`, interleaved) on seeded inputs."""
+    from .. import api
+
+    network = api.load(proto)
+    extra = options.cache_options(target, no_cache=not cache)
+    if threads is not None:
+        extra["threads"] = threads
+    start = time.perf_counter()
+    compiled = api.compile(network, target, **extra)
+    compile_seconds = time.perf_counter() - start
+    feeds = network.random_inputs(seed)
+    runners = [compiled.run]
+    sides = [Side(f"glowsdk {target}")]
+    if peer is not None:
+        runners.append(onnxruntime_runner(proto, threads or 1))
+        sides.append(Side(peer))
+    outputs = [run(feeds) for run in runners]
+    for _ in range(warmup - 1):
+        for run in runners:
+            run(feeds)
+    for _ in range(repeat):
+        for run, side in zip(runners, sides):
+            begin = time.perf_counter()
+            run(feeds)
+            side.seconds.append(time.perf_counter() - begin)
+    batch = network.inputs[0].shape[0] if network.inputs and network.inputs[0].shape else 1
+    from_cache = bool(getattr(compiled.compiled, "from_cache", False))
+    difference = relative_difference(outputs[0], outputs[1]) if peer is not None else None
+    return BenchResult(name, target, batch, threads, compile_seconds, from_cache, network_flops(network.function),
+                       sides, difference)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    if args.json:
+        check_writable_file(args.json, "--json")
+    if args.input_shape:
+        raise GlowError("bench: --input-shape is not supported; export the model with static shapes")
+    proto, source = prepared_model(args.model, args.batch, args.random_weights)
+    result = measure(proto, source, args.target, threads=args.threads, repeat=args.repeat, warmup=args.warmup,
+                     peer=args.peer, cache=not args.no_cache)
+    print(result.table())
+    if args.json:
+        write_text(args.json, json.dumps(result.to_json(), indent=1) + "\n", "--json")
+        print(f"wrote {args.json}")
+    if not result.agrees:
+        print(f"glowsdk: error: the outputs differ from {args.peer}'s by {result.difference:.2e} "
+              f"(more than {AGREEMENT:g} of the largest magnitude)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `glowsdk bench` to the `glowsdk` parser."""
+    bench = sub.add_parser("bench", help="time a model on a target (latency, throughput, GFLOP/s), "
+                                         "optionally against onnxruntime")
+    options.add_model_args(bench)
+    bench.add_argument("--target", default="cpu")
+    bench.add_argument("--threads", type=options.positive_count,
+                       help="threads of the target (cpu) and of the peer (default: the target's own; peer 1)")
+    bench.add_argument("--repeat", type=options.positive_count, default=10, help="timed runs (default 10)")
+    bench.add_argument("--warmup", type=options.positive_count, default=2, help="untimed runs first (default 2)")
+    bench.add_argument("--peer", choices=PEERS, help="also time this runtime, interleaved, and compare outputs")
+    bench.add_argument("--json", metavar="FILE", help="also write the measurements as JSON")
+    options.add_cache_arg(bench)
+    bench.set_defaults(func=cmd_bench)

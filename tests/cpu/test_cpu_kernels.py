@@ -1,0 +1,169 @@
+"""The hand-blocked kernels (GEMM micro-kernel, packing, conv strategies, epilogues, threads)
+against the interpreter. Tolerance: ACCUMULATE_TOL of cpu_util (FMA and blocking reorder the sums)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cpu_util import check, make, run_both
+
+from glowsdk.backends import get_backend
+from glowsdk.backends.base import CompileOptions
+from glowsdk.backends.cpu.codegen.target import VectorTarget
+from glowsdk.backends.cpu.kernels import epilogue as epilogue_module
+from glowsdk.backends.cpu.kernels import gemm as gemm_module
+from glowsdk.backends.cpu.kernels.conv import conv_strategy
+from glowsdk.backends.cpu.kernels.packing import pack_column_panels, pack_row_panels
+from glowsdk.compiler.pipeline import compile_function
+from glowsdk.errors import GlowError
+from glowsdk.graph import ElemKind
+from glowsdk.graph.nodes import elementwise as ew
+from glowsdk.graph.nodes import linalg, nn
+
+F32 = ElemKind.FLOAT32
+
+CONVS = [  # name, input shape, filter shape, attributes, the strategy the rule picks
+    ("pointwise-edges", (1, 7, 5, 9), (13, 7, 1, 1), dict(strides=[1, 1], pads=[0, 0, 0, 0]), "pointwise"),
+    ("pointwise-batch", (2, 16, 8, 8), (24, 16, 1, 1), dict(strides=[1, 1], pads=[0, 0, 0, 0]), "pointwise"),
+    ("same-3x3", (1, 5, 11, 13), (10, 5, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1]), "im2col"),
+    ("valid-3x3", (1, 4, 9, 10), (9, 4, 3, 3), dict(strides=[1, 1], pads=[0, 0, 0, 0]), "im2col"),
+    ("stride-2", (2, 3, 15, 14), (8, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), "im2col"),
+    ("stem-7x7", (1, 3, 20, 20), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3]), "im2col"),
+    ("pointwise-stride-2", (1, 6, 9, 9), (12, 6, 1, 1), dict(strides=[2, 2], pads=[0, 0, 0, 0]), "im2col"),
+    ("asymmetric-dilated", (1, 4, 12, 11), (6, 4, 3, 2), dict(strides=[1, 2], pads=[2, 0, 1, 1],
+                                                              dilations=[2, 1]), "im2col"),
+    ("grouped", (1, 6, 8, 7), (9, 2, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1], group=3), "im2col"),
+    ("depthwise", (1, 8, 9, 9), (8, 1, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1], group=8), "direct"),
+    ("one-d", (2, 5, 40), (7, 5, 3), dict(strides=[1], pads=[1, 1]), "im2col"),
+]
+
+
+def constant_conv(image, weights, attrs, bias=True, seed=0):
+    """A function over placeholder x0 convolving with constant (compile-time packed) weights."""
+    rng = np.random.default_rng(seed)
+    rank = len(weights) - 2
+    attrs = {"dilations": [1] * rank, "group": 1, **attrs}
+
+    def build(fn, v):
+        module = fn.module
+        w = module.create_constant("w", rng.standard_normal(weights).astype(np.float32)).result()
+        b = module.create_constant("b", rng.standard_normal(weights[0]).astype(np.float32)).result() \
+            if bias else None
+        return [fn.add(nn.Conv, v[0], w, b, kernel=list(weights[2:]), **attrs)]
+    return build, attrs
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("name, image, weights, attrs, strategy", CONVS, ids=[c[0] for c in CONVS])
+def test_conv_strategies(name, image, weights, attrs, strategy, bias):
+    build, _ = constant_conv(image, weights, attrs, bias)
+    compiled = check([(image, F32)], build, accumulates=True)
+    (conv,) = [i for i in compiled.program.ir.instructions if i.kind == "Conv"]
+    assert conv_strategy(conv) == strategy
+    packed = [w for w in compiled.program.ir.weights.values() if w.name.endswith(".panels")]
+    assert len(packed) == (strategy != "direct")
+
+
+def test_conv_add_relu_run_in_the_conv_store():
+    image, weights = (1, 8, 10, 10), (16, 8, 3, 3)
+    conv, _ = constant_conv(image, weights, dict(strides=[1, 1], pads=[1, 1, 1, 1]))
+
+    def build(fn, v):
+        (y,) = conv(fn, v)
+        summed = fn.add(ew.Add, y, v[1])
+        relu = fn.add(ew.Max, summed, fn.module.create_constant("zero", np.zeros((), np.float32)).result())
+        return [fn.add(ew.Tanh, relu)]  # a consumer, so the Add and Max work in place on the Conv's result
+
+    compiled = check([(image, F32), ((1, 16, 10, 10), F32)], build, accumulates=True)
+    kinds = [(step.instrs[0].kind, [i.kind for i in step.epilogue or ()]) for step in compiled.steps]
+    assert ("Conv", ["Add", "Max"]) in kinds
+
+
+def test_relu_with_a_scalar_is_fused():
+    image, weights = (1, 4, 6, 6), (8, 4, 1, 1)
+    conv, _ = constant_conv(image, weights, dict(strides=[1, 1], pads=[0, 0, 0, 0]))
+
+    def build(fn, v):
+        (y,) = conv(fn, v)
+        zero = fn.module.create_constant("zero", np.zeros((), np.float32)).result()
+        return [fn.add(ew.Sqrt, fn.add(ew.Max, y, zero))]
+
+    feeds = {"x0": np.random.default_rng(3).standard_normal(image).astype(np.float32)}
+    compiled = check([(image, F32)], build, accumulates=True, feeds=feeds)
+    assert any(step.epilogue for step in compiled.steps)
+    assert compiled.execute(feeds)["y0"].min() == 0.0  # sqrt(-x) would be NaN
+
+
+@pytest.mark.parametrize("rows, inner, columns", [(1, 300, 70), (9, 17, 49), (16, 64, 96), (3, 5, 1)])
+def test_matmul_constant_weights_are_packed(rows, inner, columns):
+    rng = np.random.default_rng(1)
+
+    def build(fn, v):
+        w = fn.module.create_constant("fc", rng.standard_normal((inner, columns)).astype(np.float32)).result()
+        return [fn.add(linalg.MatMul, v[0], w)]
+
+    compiled = check([((rows, inner), F32)], build, accumulates=True)
+    assert any(w.name.endswith(".panels") for w in compiled.program.ir.weights.values())
+
+
+def test_pack_panels_layout():
+    matrix = np.arange(5 * 3, dtype=np.float32).reshape(5, 3)
+    rows = pack_row_panels(matrix, 2)  # [3 tiles, K=3, MR=2]
+    assert rows.shape == (3, 3, 2)
+    for m in range(6):
+        for k in range(3):
+            assert rows[m // 2, k, m % 2] == (matrix[m, k] if m < 5 else 0)
+    columns = pack_column_panels(matrix.T, 4)  # K=3 x N=5 -> [2 tiles, 3, 4]
+    assert columns.shape == (2, 3, 4)
+    for n in range(8):
+        for k in range(3):
+            assert columns[n // 4, k, n % 4] == (matrix.T[k, n] if n < 5 else 0)
+
+
+@pytest.mark.parametrize("target", [VectorTarget(8, 16, 32768, 1 << 20), VectorTarget(4, 16, 32768, 1 << 20)],
+                         ids=["avx2-shape", "sse-neon-shape"])
+def test_narrower_vector_shapes_compute_the_same(monkeypatch, target):
+    """The micro-kernel and packers on the vector shapes of other hosts (LLVM legalises them here)."""
+    for module in (gemm_module, epilogue_module):
+        monkeypatch.setattr(module, "host_vectors", lambda: target)
+    for _, image, weights, attrs, _ in (CONVS[0], CONVS[4], CONVS[8]):
+        build, _ = constant_conv(image, weights, attrs)
+        check([(image, F32)], build, accumulates=True)
+    check([((5, 33), F32), ((33, 19), F32)], lambda fn, v: [fn.add(linalg.MatMul, v[0], v[1])], accumulates=True)
+
+
+def small_network(fn, v):
+    """Conv (packed, im2col) -> ReLU -> depthwise conv (direct) -> pointwise conv."""
+    rng = np.random.default_rng(2)
+    module = fn.module
+
+    def constant(name, shape):
+        return module.create_constant(name, rng.standard_normal(shape).astype(np.float32)).result()
+
+    y = fn.add(nn.Conv, v[0], constant("w1", (16, 3, 3, 3)), constant("b1", (16,)), kernel=[3, 3],
+               strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1], group=1)
+    y = fn.add(ew.Max, y, module.create_constant("zero", np.zeros((), np.float32)).result())
+    y = fn.add(nn.Conv, y, constant("w2", (16, 1, 3, 3)), None, kernel=[3, 3], strides=[2, 2],
+               pads=[1, 1, 1, 1], dilations=[1, 1], group=16)
+    y = fn.add(nn.Conv, y, constant("w3", (32, 16, 1, 1)), constant("b3", (32,)), kernel=[1, 1],
+               strides=[1, 1], pads=[0, 0, 0, 0], dilations=[1, 1], group=1)
+    return [y]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_give_identical_results(threads):
+    fn = make([((2, 3, 18, 18), F32)], small_network)
+    feeds = {"x0": np.random.default_rng(4).standard_normal((2, 3, 18, 18)).astype(np.float32)}
+    single, want, _ = run_both(fn, feeds)
+    many = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": threads}))
+    for _ in range(3):
+        got = many.execute(feeds)
+        np.testing.assert_array_equal(got["y0"], single["y0"])
+    scale = float(np.abs(want["y0"]).max())
+    np.testing.assert_allclose(single["y0"], want["y0"], rtol=0, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("value", [0, 17, "2", True])
+def test_bad_thread_counts_are_refused(value):
+    fn = make([((2, 3), F32)], lambda fn, v: [fn.add(ew.Tanh, v[0])])
+    with pytest.raises(GlowError, match="threads"):
+        compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": value}))
