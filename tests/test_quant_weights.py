@@ -1,4 +1,4 @@
-"""Weight quantization of Conv and MatMul: the least-squares clipping bound (`params.weight_bounds`).
+"""Weight quantization of fully-connected layers: the least-squares clipping bound (`params.weight_bounds`).
 
 Oracles: a brute-force search of the actual clip-and-round error over a fine grid
 of bounds, and the float network's outputs from the interpreter.
