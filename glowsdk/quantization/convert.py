@@ -42,9 +42,9 @@ RULES = KindTable("a quantization rule")
 """How each node kind is quantized; a rule returns the quantized value replacing each float result."""
 COMPUTE = frozenset({"Conv", "MatMul", "Softmax", "GlobalAveragePool"})
 """Kinds worth int8 even when their result goes straight back to float (Softmax and GlobalAveragePool reach
-the quantizer only on a backend that keeps them unlowered, an integer device's classifier tail). The cheap kinds (element-wise,
-layout, pools) are quantized only when a user is too: alone they would only add conversions and
-rounding (the Sub of a lowered Softmax, feeding Exp, is the case in point)."""
+the quantizer only on a backend that keeps them unlowered, an integer device's classifier tail). The cheap
+kinds (element-wise, layout, pools) are quantized only when a user is too: alone they would only add
+conversions and rounding (the Sub of a lowered Softmax, feeding Exp, is the case in point)."""
 
 
 @dataclass(frozen=True)
