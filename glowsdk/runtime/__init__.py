@@ -4,11 +4,11 @@
 paper's Partitioner, Provisioner, Executor and DeviceManagers. Simulated NPUs are driven through
 the firmware runtime (`firmware_runtime`); the CPU through the cpu backend or the interpreter.
 """
-from .devices import CpuDeviceManager, DeviceManager, NpuDeviceManager, PartitionRun
+from .devices import CpuDeviceManager, DeviceManager, HeldDeviceManager, NpuDeviceManager, PartitionRun
 from .executor import RequestFailed, Response
 from .host import HostManager, QueueFull
 from .partitioner import NetworkRefused, Partition, PartitionPlan
 from .provisioner import Placement, Provisioner
 
-__all__ = ["CpuDeviceManager", "DeviceManager", "HostManager", "NetworkRefused", "NpuDeviceManager", "Partition",
+__all__ = ["CpuDeviceManager", "DeviceManager", "HeldDeviceManager", "HostManager", "NetworkRefused", "NpuDeviceManager", "Partition",
            "PartitionPlan", "PartitionRun", "Placement", "Provisioner", "QueueFull", "RequestFailed", "Response"]

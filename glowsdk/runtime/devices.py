@@ -140,12 +140,11 @@ class NpuDeviceManager(DeviceManager):
         return PartitionRun(run.outputs, run.seconds, self.name)
 
 
-class CpuDeviceManager(DeviceManager):
-    """The host CPU: partitions compiled by the cpu backend (or the interpreter), timed by the wall clock."""
+class HeldDeviceManager(DeviceManager):
+    """A device holding compiled functions in memory of a fixed size: the accounting the CPU and a plugin
+    device whose compiled functions execute themselves (vendor_guide/example_backend) share."""
 
-    kind = "cpu"
-
-    def __init__(self, name: str = "cpu0", memory_bytes: int = 8 << 30) -> None:
+    def __init__(self, name: str, memory_bytes: int) -> None:
         super().__init__(name)
         self.memory_bytes = memory_bytes
         self.loaded: dict[str, tuple[CompiledFunction, int]] = {}
@@ -165,6 +164,15 @@ class CpuDeviceManager(DeviceManager):
 
     def unload(self, key: str) -> None:
         del self.loaded[key]
+
+
+class CpuDeviceManager(HeldDeviceManager):
+    """The host CPU: partitions compiled by the cpu backend (or the interpreter), timed by the wall clock."""
+
+    kind = "cpu"
+
+    def __init__(self, name: str = "cpu0", memory_bytes: int = 8 << 30) -> None:
+        super().__init__(name, memory_bytes)
 
     def execute(self, key: str, inputs: Mapping[str, np.ndarray]) -> PartitionRun:
         compiled, _ = self.loaded[key]

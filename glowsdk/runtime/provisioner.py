@@ -55,7 +55,7 @@ class Provisioner:
             partition.memory_bytes = max(d.need(compiled.binary) for d in self.of_kind(NPU)
                                          if isinstance(d, NpuDeviceManager))
         else:
-            partition.artefact, partition.backend = _compile_host(partition)
+            partition.artefact, partition.backend = compile_host(partition)
             partition.memory_bytes = sum(int(np.asarray(c.value).nbytes)
                                          for c in partition.function.module.constants.values())
         capacities = [d.capacity_bytes for d in self.of_kind(partition.kind)]
@@ -117,7 +117,7 @@ class Provisioner:
         placement.replicas.clear()
 
 
-def _compile_host(partition: Partition) -> tuple[object, str]:
+def compile_host(partition: Partition) -> tuple[object, str]:
     """The partition compiled by the cpu backend, or by the interpreter when the cpu backend refuses it."""
     try:
         return compile_function(partition.function, get_backend("cpu"), CompileOptions()), "cpu"

@@ -20,7 +20,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from glowsdk.backends.base import CompiledFunction
 from glowsdk.compiler.lowering import lower_function
 from glowsdk.compiler.passes import GRAPH_OPTIMIZATION, POST_LOWERING, PassManager
 from glowsdk.compiler.pipeline import compile_function
@@ -28,42 +27,24 @@ from glowsdk.errors import GlowError
 from glowsdk.graph.function import Function
 from glowsdk.graph.node import Storage
 from glowsdk.graph.nodes.core import Save
-from glowsdk.runtime import DeviceManager, PartitionPlan, PartitionRun, Placement
+from glowsdk.runtime import DeviceManager, HeldDeviceManager, PartitionPlan, PartitionRun, Placement
 from glowsdk.runtime.cut import cut
 from glowsdk.runtime.executor import RequestRun
 from glowsdk.runtime.partitioner import CPU, by_support, ordered
-from glowsdk.runtime.provisioner import _compile_host
+from glowsdk.runtime.provisioner import compile_host
 
 from .backend import TinyVecBackend
 
 KIND = "tinyvec"
 
 
-class TinyVecDevice(DeviceManager):
+class TinyVecDevice(HeldDeviceManager):
     """One TinyVec-1 card: holds compiled partitions, runs one at a time, times them on the chip's clock."""
 
     kind = KIND
 
     def __init__(self, name: str = "tinyvec0", memory_bytes: int = 64 << 20) -> None:
-        super().__init__(name)
-        self.memory_bytes = memory_bytes
-        self.loaded: dict[str, tuple[CompiledFunction, int]] = {}
-
-    @property
-    def capacity_bytes(self) -> int:
-        return self.memory_bytes
-
-    def free_bytes(self) -> int:
-        return self.memory_bytes - sum(need for _, need in self.loaded.values())
-
-    def fits(self, artefact: object, need: int) -> bool:
-        return need <= self.free_bytes()
-
-    def load(self, key: str, artefact: object, need: int) -> None:
-        self.loaded[key] = (artefact, need)
-
-    def unload(self, key: str) -> None:
-        del self.loaded[key]
+        super().__init__(name, memory_bytes)
 
     def execute(self, key: str, inputs: Mapping[str, np.ndarray]) -> PartitionRun:
         compiled, _ = self.loaded[key]
@@ -106,7 +87,7 @@ class TinyVecHost:
             if part.kind == KIND:
                 part.artefact, part.backend = compile_function(part.function, self.backend), KIND
             else:
-                part.artefact, part.backend = _compile_host(part)
+                part.artefact, part.backend = compile_host(part)
             devices = [d for d in self.devices if d.kind == part.kind and d.fits(part.artefact, 0)]
             if not devices:
                 raise GlowError(f"network '{name}': partition {part.index} needs a {part.kind} device")
