@@ -26,9 +26,9 @@ import onnx
 
 from ..backends.base import Backend
 from ..compiler.pipeline import compile_function
-from ..errors import GlowError, UnsupportedError
 from ..frontend.onnx.importer import import_model
 from ..zoo import BUNDLED, bundled_path, random_inputs, randomize_weights, rebatch, reference_case
+from .outcome import Mismatch, outcome
 
 RELATIVE_TOLERANCE = 1e-3
 WEIGHT_SEED = 0
@@ -51,10 +51,6 @@ class ModelResult:
         return {"model": self.model, "check": self.check, "status": self.status, "detail": self.detail,
                 "rel_error": self.rel_error, "argmax_agrees": self.argmax_agrees,
                 "seconds": round(self.seconds, 3)}
-
-
-class _Mismatch(Exception):
-    """Outputs that differ from the expected ones beyond the check's tolerance."""
 
 
 def run_model_zoo(backend: Backend, names: Sequence[str] | None = None,
@@ -84,16 +80,9 @@ def _guarded(name: str, label: str, check: Callable, model: onnx.ModelProto, bac
     """Run one check; turn what it raises into a status, as the node tests do."""
     start = time.perf_counter()
     result = ModelResult(name, label, "pass")
-    try:
-        check(name, model, backend, result)
-    except _Mismatch as err:
-        result.status, result.detail = "fail", str(err)
-    except UnsupportedError as err:
-        result.status, result.detail = "unsupported", str(err)
-    except GlowError as err:
-        result.status, result.detail = "error", str(err)
-    except Exception as err:  # a crash is a conformance finding, not a harness failure
-        result.status, result.detail = "error", f"{type(err).__name__}: {err}"
+    status, detail = outcome(lambda: check(name, model, backend, result))
+    if status != "pass":
+        result.status, result.detail = status, detail
     result.detail = result.detail.splitlines()[0] if result.detail else ""
     result.seconds = time.perf_counter() - start
     return result
@@ -115,7 +104,7 @@ def _reference_check(name: str, model: onnx.ModelProto, backend: Backend, result
     for out, want in case.outputs.items():
         a, b = got[out].astype(np.float64), want.astype(np.float64)
         if not np.allclose(a, b, rtol=case.rtol, atol=case.atol):
-            raise _Mismatch(f"output '{out}': max abs error {np.max(np.abs(a - b)):.3g} "
+            raise Mismatch(f"output '{out}': max abs error {np.max(np.abs(a - b)):.3g} "
                             f"(rtol {case.rtol:g}, atol {case.atol:g})")
 
 
@@ -138,9 +127,9 @@ def _onnxruntime_check(name: str, model: onnx.ModelProto, backend: Backend, resu
     want = dict(zip(names, session.run(names, feeds)))
     _measure(result, got, want)
     if not result.rel_error < RELATIVE_TOLERANCE:
-        raise _Mismatch(f"relative error {result.rel_error:.3g} exceeds {RELATIVE_TOLERANCE:g}")
+        raise Mismatch(f"relative error {result.rel_error:.3g} exceeds {RELATIVE_TOLERANCE:g}")
     if result.argmax_agrees is False:
-        raise _Mismatch("the argmax of some output row differs from onnxruntime's")
+        raise Mismatch("the argmax of some output row differs from onnxruntime's")
 
 
 def _measure(result: ModelResult, got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray]) -> None:
@@ -148,10 +137,10 @@ def _measure(result: ModelResult, got: Mapping[str, np.ndarray], want: Mapping[s
     errors, agreements = [], []
     for out, expected in want.items():
         if out not in got:
-            raise _Mismatch(f"output '{out}' was not produced")
+            raise Mismatch(f"output '{out}' was not produced")
         actual = got[out]
         if actual.shape != expected.shape or actual.dtype != expected.dtype:
-            raise _Mismatch(f"output '{out}': {actual.dtype}{list(actual.shape)}, "
+            raise Mismatch(f"output '{out}': {actual.dtype}{list(actual.shape)}, "
                             f"expected {expected.dtype}{list(expected.shape)}")
         a, b = actual.astype(np.float64), expected.astype(np.float64)
         scale = np.max(np.abs(b)) if b.size else 0.0

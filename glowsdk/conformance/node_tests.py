@@ -19,6 +19,7 @@ from onnx import numpy_helper
 from ..backends.base import Backend
 from ..compiler.pipeline import compile_function
 from ..errors import GlowError, NeedsConstantError, UnsupportedError
+from .outcome import Mismatch, outcome
 from ..frontend.onnx.importer import import_model
 from .scope import IN_SCOPE_OPS
 
@@ -72,24 +73,12 @@ def run_case(case, backend: Backend) -> CaseResult:
     """Import, compile and run one case on `backend`; compare with its expected outputs."""
     start = time.perf_counter()
     ops = case_ops(case)
-    try:
+    def run() -> None:
         for inputs, expected in case.data_sets:
             _run_data_set(case, backend, inputs, expected)
-        status, detail = "pass", ""
-    except _Mismatch as err:
-        status, detail = "fail", str(err)
-    except UnsupportedError as err:
-        status, detail = "unsupported", str(err)
-    except GlowError as err:
-        status, detail = "error", str(err)
-    except Exception as err:  # a crash is a conformance finding, not a harness failure
-        status, detail = "error", f"{type(err).__name__}: {err}"
-    return CaseResult(case.name, ops, status, detail.splitlines()[0] if detail else "",
-                      time.perf_counter() - start)
 
-
-class _Mismatch(Exception):
-    """Outputs that differ from the expected ones beyond the case's tolerance."""
+    status, detail = outcome(run)
+    return CaseResult(case.name, ops, status, detail, time.perf_counter() - start)
 
 
 def _run_data_set(case, backend: Backend, inputs: list, expected: list) -> None:
@@ -130,16 +119,16 @@ def _run_data_set(case, backend: Backend, inputs: list, expected: list) -> None:
 
 def _compare(name: str, want: np.ndarray, got: np.ndarray, rtol: float, atol: float) -> None:
     if want.dtype != got.dtype and not (want.dtype.kind == got.dtype.kind == "b"):
-        raise _Mismatch(f"output '{name}': dtype {got.dtype}, expected {want.dtype}")
+        raise Mismatch(f"output '{name}': dtype {got.dtype}, expected {want.dtype}")
     if want.shape != got.shape:
-        raise _Mismatch(f"output '{name}': shape {got.shape}, expected {want.shape}")
+        raise Mismatch(f"output '{name}': shape {got.shape}, expected {want.shape}")
     if want.dtype.kind in "fc" or want.dtype.name.startswith(("bfloat", "float")):
         ok = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True)
     else:
         ok = np.array_equal(got, want)
     if not ok:
         diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-        raise _Mismatch(f"output '{name}': max abs error {np.nanmax(diff):.3g} "
+        raise Mismatch(f"output '{name}': max abs error {np.nanmax(diff):.3g} "
                         f"(rtol {rtol:g}, atol {atol:g})")
 
 

@@ -28,6 +28,7 @@ from ..backends.base import Backend
 from ..compiler.lowering.primitives import PRIMITIVES
 from ..compiler.pipeline import compile_function
 from ..errors import GlowError, UnsupportedError
+from .outcome import outcome
 from ..graph.types import ElemKind
 from ..reference.evaluator import evaluate
 from .case_builder import Case, CaseBuilder
@@ -79,16 +80,14 @@ def run_cell(primitive: str, kind: ElemKind, backend: Backend, seed: int = 0) ->
     if kind not in declared:
         result.status, result.detail = "unsupported", "not declared"
         return result
-    try:
+    def run() -> None:
         case = build_case(primitive, kind, seed)
         result.variants = len(case.variants)
         _check(case, backend, result)
-    except UnsupportedError as err:
-        result.status, result.detail = "unsupported", str(err)
-    except GlowError as err:
-        result.status, result.detail = "error", str(err)
-    except Exception as err:  # a crash is a conformance finding, not a harness failure
-        result.status, result.detail = "error", f"{type(err).__name__}: {err}"
+
+    status, detail = outcome(run)
+    if status != "pass":
+        result.status, result.detail = status, detail
     result.detail = result.detail.splitlines()[0] if result.detail else ""
     result.seconds = time.perf_counter() - start
     return result
