@@ -81,3 +81,10 @@ def test_missing_onnxruntime_is_one_line(tmp_path, capsys, monkeypatch):
     assert main(["bench", saved(tmp_path, mlp()), "--peer", "onnxruntime", "--repeat", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert "onnxruntime is not installed" in err and len(err.splitlines()) == 1
+
+
+def test_timing_blocks_alternate_runs_with_one_thread_and_blocks_with_more():
+    from glowsdk.cli.bench import timing_blocks
+    assert timing_blocks(5, 1) == [1, 1, 1, 1, 1]
+    assert timing_blocks(5, 2) == [3, 2]
+    assert timing_blocks(1, 2) == [1]

@@ -154,9 +154,20 @@ def relative_difference(got: Mapping[str, np.ndarray], want: Mapping[str, np.nda
     return max(float(np.abs(got[k].astype(np.float64) - w).max(initial=0.0)) for k, w in want.items()) / scale
 
 
+def timing_blocks(repeat: int, threads: int) -> list[int]:
+    """How many timed runs each side makes in a row, turn by turn. One thread: the sides alternate
+    run by run, so both see the same machine state. More threads: two blocks per side, each after
+    an untimed run, because both runtimes keep their worker threads spinning for a while after a
+    run, and an interleaved peer's spinning workers would be timed as the other side's cost."""
+    if threads == 1:
+        return [1] * repeat
+    half = -(-repeat // 2)
+    return [half, repeat - half] if repeat > half else [half]
+
+
 def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | None = None, repeat: int = 10,
             warmup: int = 2, peer: str | None = None, cache: bool = True, seed: int = 0) -> BenchResult:
-    """Compile `proto` for `target` and time it (and `peer`, interleaved) on seeded inputs."""
+    """Compile `proto` for `target` and time it (and `peer`, turn by turn: timing_blocks) on seeded inputs."""
     from .. import api
 
     network = api.load(proto)
@@ -176,11 +187,14 @@ def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | No
     for _ in range(warmup - 1):
         for run in runners:
             run(feeds)
-    for _ in range(repeat):
+    for block in timing_blocks(repeat, threads or 1):
         for run, side in zip(runners, sides):
-            begin = time.perf_counter()
-            run(feeds)
-            side.seconds.append(time.perf_counter() - begin)
+            if block > 1:
+                run(feeds)
+            for _ in range(block):
+                begin = time.perf_counter()
+                run(feeds)
+                side.seconds.append(time.perf_counter() - begin)
     batch = network.inputs[0].shape[0] if network.inputs and network.inputs[0].shape else 1
     from_cache = bool(getattr(compiled.compiled, "from_cache", False))
     difference = relative_difference(outputs[0], outputs[1]) if peer is not None else None
@@ -217,7 +231,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="threads of the target (cpu) and of the peer (default: the target's own; peer 1)")
     bench.add_argument("--repeat", type=options.positive_count, default=10, help="timed runs (default 10)")
     bench.add_argument("--warmup", type=options.positive_count, default=2, help="untimed runs first (default 2)")
-    bench.add_argument("--peer", choices=PEERS, help="also time this runtime, interleaved, and compare outputs")
+    bench.add_argument("--peer", choices=PEERS, help="also time this runtime, turn by turn, and compare outputs")
     bench.add_argument("--json", metavar="FILE", help="also write the measurements as JSON")
     options.add_cache_arg(bench)
     bench.set_defaults(func=cmd_bench)

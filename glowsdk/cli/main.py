@@ -97,10 +97,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
     manager = PassManager(dump_after=after, dump=dump)
     ir_manager = PassManager(registry=IR_PASSES, dump_after=ir_after,
                              dump=lambda label, ir: emit(f"ir {label}", format_ir(ir)))
-    extra = {} if args.dump_ir else options.cache_options(args.target, args.no_cache)  # a cache hit builds no IR
+    extra = options.backend_options(args, cache=not args.dump_ir)  # a cache hit builds no IR
     if args.dump_llvm:  # backend-specific: the cpu target writes its LLVM module there
         check_writable_file(args.dump_llvm, "--dump-llvm")
         extra["dump_llvm"] = args.dump_llvm
+    if args.dump_asm:  # backend-specific: the cpu target writes the host assembly there
+        check_writable_file(args.dump_asm, "--dump-asm")
+        extra["dump_asm"] = args.dump_asm
     if args.o:  # backend-specific: the npu target writes its .npub binary there
         check_writable_file(args.o, "-o")
         extra["output"] = args.o
@@ -175,8 +178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, value in generated.items():
         feeds.setdefault(name, value)
     quantization = options.quantization_config(args, network)
-    compiled = api.compile(network, args.target, quantization=quantization,
-                           **options.cache_options(args.target, args.no_cache))
+    compiled = api.compile(network, args.target, quantization=quantization, **options.backend_options(args))
     outputs = compiled.run(feeds)
     if args.output:
         write_arrays(args.output, outputs, "--output")
@@ -335,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=options.seed_number, default=0, help="seed for inputs not given (default 0)")
     run.add_argument("--output", metavar="DIR", help="write one NAME.npy per output into DIR")
     options.add_cache_arg(run)
+    options.add_threads_arg(run)
     run.set_defaults(func=cmd_run)
 
     comp = sub.add_parser("compile", help="optimise, lower and compile a model for a target")
@@ -349,6 +352,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="show the low-level IR after the IR optimiser (ir.txt with --dump-dir)")
     comp.add_argument("--dump-ir-after", metavar="PASS[,PASS]", help="dump the IR after these IR passes")
     comp.add_argument("--dump-llvm", metavar="FILE", help="cpu target: write the generated LLVM module to FILE")
+    comp.add_argument("--dump-asm", metavar="FILE",
+                      help="cpu target: write the host assembly of the optimised module to FILE")
     comp.add_argument("--print-pipeline", action="store_true", help="print the pass pipelines and exit")
     comp.add_argument("-o", metavar="FILE", help="npu target: write the compiled .npub binary to FILE")
     comp.add_argument("--config", metavar="PRESET|FILE", help="npu target: the architecture (default: default)")
@@ -357,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--bundle", metavar="DIR",
                       help="cpu target: write an AOT bundle (bundle.o, bundle.weights, bundle.h) into DIR")
     options.add_cache_arg(comp)
+    options.add_threads_arg(comp)
     comp.set_defaults(func=cmd_compile)
 
     dump = sub.add_parser("dump", help="print the imported graph as text or Graphviz DOT")

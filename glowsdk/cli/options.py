@@ -108,6 +108,20 @@ def add_cache_arg(p: argparse.ArgumentParser) -> None:
                         "($GLOWSDK_CACHE_DIR, default ~/.cache/glowsdk)")
 
 
+def add_threads_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=positive_count, metavar="N",
+                   help="cpu target: run the heavy kernels on N threads of this process (default 1)")
+
+
+def backend_options(args: argparse.Namespace, cache: bool = True) -> dict:
+    """The backend options the shared flags ask for: the compile cache (unless --no-cache, or
+    `cache` is false) and --threads (a target without threads refuses it by name)."""
+    extra = cache_options(args.target, args.no_cache) if cache else {}
+    if args.threads is not None:
+        extra["threads"] = args.threads
+    return extra
+
+
 def cache_options(target: str, no_cache: bool) -> dict:
     """The backend option turning the compile cache on, for a target that has one, unless `no_cache`."""
     from ..backends.registry import get_backend

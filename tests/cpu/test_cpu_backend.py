@@ -1,6 +1,9 @@
 """The CPU backend as a whole: light models, the primitive table, unsupported ops, --dump-llvm."""
 from __future__ import annotations
 
+import platform
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -62,7 +65,8 @@ def test_unknown_option_is_one_line_error():
         compile_function(fn, get_backend("cpu"), CompileOptions(extra={"unroll": 2}))
 
 
-def test_cli_dump_llvm_shows_the_stacked_loop(tmp_path, capsys):
+def _chain_model(tmp_path) -> str:
+    """x -> Add(x, x) -> Tanh -> Mul(., x): three element-wise ops that stack into one loop."""
     nodes = [helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Tanh", ["a"], ["t"]),
              helper.make_node("Mul", ["t", "x"], ["y"])]
     value = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 8])
@@ -70,9 +74,23 @@ def test_cli_dump_llvm_shows_the_stacked_loop(tmp_path, capsys):
     model = helper.make_model(helper.make_graph(nodes, "chain", [value], [result]),
                               opset_imports=[helper.make_opsetid("", 21)])
     onnx.save(model, tmp_path / "chain.onnx")
+    return str(tmp_path / "chain.onnx")
+
+
+def test_cli_dump_llvm_shows_the_stacked_loop(tmp_path, capsys):
     path = tmp_path / "chain.ll"
-    assert main(["compile", str(tmp_path / "chain.onnx"), "--target", "cpu", "--dump-llvm", str(path)]) == 0
+    assert main(["compile", _chain_model(tmp_path), "--target", "cpu", "--dump-llvm", str(path)]) == 0
     text = path.read_text()
     assert "@\"glowsdk_main\"(ptr noalias %\"constants\", ptr noalias %\"activations\"" in text
     assert text.count("define internal") == 1 and "stack3." in text  # add, tanh, mul: one loop
     assert "for target cpu" in capsys.readouterr().out
+
+
+def test_cli_dump_asm_shows_the_stacked_kernel_as_vector_code(tmp_path):
+    path = tmp_path / "chain.s"
+    assert main(["compile", _chain_model(tmp_path), "--target", "cpu", "--no-cache", "--dump-asm", str(path)]) == 0
+    text = path.read_text()
+    kernels = [line for line in text.splitlines() if line.startswith(("stack", "\"stack")) and line.endswith(":")]
+    assert len(kernels) == 1, kernels  # add, tanh, mul: one kernel
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert re.search(r"\bv?mulps\b", text)  # the multiply runs on packed (vector) floats

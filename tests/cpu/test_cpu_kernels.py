@@ -2,6 +2,8 @@
 against the interpreter. Tolerance: ACCUMULATE_TOL of cpu_util (FMA and blocking reorder the sums)."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from cpu_util import check, make, run_both
@@ -17,7 +19,7 @@ from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import GlowError
 from glowsdk.graph import ElemKind
 from glowsdk.graph.nodes import elementwise as ew
-from glowsdk.graph.nodes import linalg, nn
+from glowsdk.graph.nodes import linalg, nn, tensor
 
 F32 = ElemKind.FLOAT32
 
@@ -167,3 +169,46 @@ def test_bad_thread_counts_are_refused(value):
     fn = make([((2, 3), F32)], lambda fn, v: [fn.add(ew.Tanh, v[0])])
     with pytest.raises(GlowError, match="threads"):
         compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": value}))
+
+
+def deep_network(fn, v):
+    """A late-layer shape at batch 1: 7 x 7 outputs are two column tiles, 64 filters eight row
+    tiles, so threads share rows (gemm.splits_rows); then a large element-wise step they share."""
+    module, rng = fn.module, np.random.default_rng(5)
+    weights = module.create_constant("w", rng.standard_normal((64, 32, 3, 3)).astype(np.float32)).result()
+    y = fn.add(nn.Conv, v[0], weights, None, kernel=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1],
+               dilations=[1, 1], group=1)
+    return [y, fn.add(ew.Tanh, fn.add(ew.Mul, v[1], v[1]))]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_share_rows_and_element_wise_loops_with_identical_results(threads):
+    assert gemm_module.splits_rows(gemm_module.Gemm(64, 49, 288))
+    rng = np.random.default_rng(6)
+    feeds = {"x0": rng.standard_normal((1, 32, 7, 7)).astype(np.float32),
+             "x1": rng.standard_normal((32, 4096)).astype(np.float32)}
+    fn = make([((1, 32, 7, 7), F32), ((32, 4096), F32)], deep_network)
+    single, want, _ = run_both(fn, feeds)
+    many = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": threads}))
+    for _ in range(3):
+        got = many.execute(feeds)
+        for name in single:
+            np.testing.assert_array_equal(got[name], single[name])
+    np.testing.assert_allclose(single["y0"], want["y0"], rtol=0, atol=1e-4 * float(np.abs(want["y0"]).max()))
+    np.testing.assert_allclose(single["y1"], want["y1"], rtol=1e-6, atol=1e-6)
+
+
+def test_a_failing_run_on_the_thread_pool_raises_and_closing_stops_the_pool():
+    fn = make([((64, 4096), F32), ((2,), ElemKind.INT64)],
+              lambda fn, v: [fn.add(tensor.Gather, fn.add(ew.Tanh, v[0]), v[1], axis=0)])
+    compiled = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": 2}))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((64, 4096)).astype(np.float32)
+    before = threading.active_count()
+    good = compiled.execute({"x0": x, "x1": np.array([3, -1])})
+    np.testing.assert_allclose(good["y0"], np.tanh(x[[3, -1]]), rtol=1e-6, atol=1e-6)
+    assert threading.active_count() == before + 1  # one worker parked between runs
+    with pytest.raises(GlowError, match="Gather index"):
+        compiled.execute({"x0": x, "x1": np.array([3, 64])})
+    compiled.close()
+    assert threading.active_count() == before

@@ -7,8 +7,9 @@ an image (image.py: object code plus memory layout) that the JIT links into
 this process. With the `cache` option the image is looked up first in the
 compile cache (cache.py) and stored there after a miss. Executing copies the
 inputs into the placeholder region at their planned offsets, calls the entry
-point with the three regions, and copies the outputs out. The supported
-primitives are exactly the kernel table's kinds.
+point with the three regions (with more than one thread, through a persistent
+pool of workers started at the first run, parallel.py), and copies the outputs
+out. The supported primitives are exactly the kernel table's kinds.
 """
 from __future__ import annotations
 
@@ -30,18 +31,19 @@ from .codegen.module import ENTRY, ModuleBuilder, Step
 from .image import CpuImage, aligned_bytes
 from .jit import JitModule, compile_object, host_cpu, host_description, host_machine
 from .kernels import KERNELS
-from .parallel import run_program, thread_count
+from .parallel import ThreadPool, thread_count
 from .stacking import plan_steps
 
 OPTIONS = {
     "dump_llvm": "write the generated LLVM module (before optimisation) to this file",
+    "dump_asm": "write the host assembly of the optimised module to this file",
     "stacking": "fuse runs of element-wise instructions into one loop (default true)",
     "threads": "run the heavy kernels on this many threads of this process (default 1, see parallel.py)",
     "cache": "look the compiled image up in the compile cache, store it there after a miss (default false)",
 }
 """The backend-specific CompileOptions.extra keys the CPU backend understands."""
 
-UNKEYED = frozenset({"dump_llvm", "cache", "threads"})
+UNKEYED = frozenset({"dump_llvm", "dump_asm", "cache", "threads"})
 """Options that change no machine code, so the cache key leaves them out."""
 
 
@@ -70,15 +72,28 @@ class CpuFunction(CompiledFunction):
                        .reshape(b.type.shape) for b in image.bindings}
         self._outputs = [b.name for b in image.bindings if b.role == "output"]
         self._lock = threading.Lock()
+        self._pool: ThreadPool | None = None
         self.threads = 1
+
+    def close(self) -> None:
+        """Stop the worker threads, if any run (they are stopped when this is collected too)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         checked = check_inputs(self._wanted, self._declared, inputs)
         with self._lock:
             for name, array in checked.items():
                 np.copyto(self._views[name], array)
-            status = run_program(self.jit, self.threads, self._constants.ctypes.data,
-                                 self._activations.ctypes.data, self._placeholders.ctypes.data)
+            regions = (self._constants.ctypes.data, self._activations.ctypes.data, self._placeholders.ctypes.data)
+            if self.threads == 1:
+                status = self.jit.entry(*regions)
+            else:
+                if self._pool is None or self._pool.threads != self.threads:
+                    self.close()
+                    self._pool = ThreadPool(self.jit, self.threads)
+                status = self._pool.run(*regions)
             if status:
                 raise GlowError("cpu backend: a Gather index is outside its axis")
             return {name: self._views[name].copy() for name in self._outputs}
@@ -112,7 +127,7 @@ class CpuBackend(Backend):
             return compile_fresh(function, options)
         cache = CompileCache()
         key = cache_key(function, {k: v for k, v in options.extra.items() if k not in UNKEYED})
-        dumps = options.extra.get("dump_llvm") or (options.ir_passes is not None and (
+        dumps = options.extra.get("dump_llvm") or options.extra.get("dump_asm") or (options.ir_passes is not None and (
             options.ir_passes.dump_before or options.ir_passes.dump_after))
         image = None if dumps else cache.load(key)  # a compile asked to dump what it builds builds it
         if image is not None:
@@ -134,7 +149,9 @@ def compile_fresh(function: Function, options: CompileOptions) -> CpuFunction:
     llvm_ir = str(module)
     if options.extra.get("dump_llvm"):
         write_text(options.extra["dump_llvm"], llvm_ir, "--dump-llvm")
-    compiled = compile_object(llvm_ir)
+    compiled = compile_object(llvm_ir, assembly=bool(options.extra.get("dump_asm")))
+    if compiled.assembly is not None:
+        write_text(options.extra["dump_asm"], compiled.assembly, "--dump-asm")
     image = CpuImage.from_program(program, compiled.object_code, compiled.exports, machine.triple, host_cpu()[0])
     return CpuFunction(function, image, program, steps, llvm_ir)
 

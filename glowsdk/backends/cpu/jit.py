@@ -90,11 +90,13 @@ class CompiledObject:
 
     object_code: bytes
     exports: tuple[Signature, ...]
+    assembly: str | None = None
 
 
-def compile_object(llvm_ir: str) -> CompiledObject:
+def compile_object(llvm_ir: str, assembly: bool = False) -> CompiledObject:
     """Verify, optimise and emit the module `llvm_ir` (its text: printing a large llvmlite module
-    takes seconds, so the caller prints it once) as a position-independent object file for the host."""
+    takes seconds, so the caller prints it once) as a position-independent object file for the host;
+    with `assembly`, also the host assembly of exactly that code (what --dump-asm shows)."""
     machine = host_machine()
     try:
         parsed = llvm.parse_assembly(llvm_ir)
@@ -103,7 +105,7 @@ def compile_object(llvm_ir: str) -> CompiledObject:
         raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(err).splitlines()[0]}") from None
     exports = exported_signatures(parsed)
     optimise(parsed, machine)
-    return CompiledObject(machine.emit_object(parsed), exports)
+    return CompiledObject(machine.emit_object(parsed), exports, machine.emit_assembly(parsed) if assembly else None)
 
 
 class JitModule:

@@ -1,19 +1,26 @@
 """Running a compiled program on several threads of this process (`threads` compile option).
 
-Every thread calls the module's thread entry (codegen/module.py) with its index;
+Every thread runs the module's thread entry (codegen/module.py) with its index;
 the heavy kernels split their tiles among the threads and a barrier separates
-kernels (codegen/threads.py), so the host only starts the threads and joins
-them. ctypes releases the GIL for the duration of each foreign call, so the
-Python threads run the machine code truly in parallel.
+kernels (codegen/threads.py). The threads are a persistent pool living in the
+machine code (codegen/pool.py): `ThreadPool` starts `threads - 1` Python threads
+once, each of which enters `glowsdk_worker` and stays there (ctypes releases the
+GIL for the whole foreign call), and every run is one `glowsdk_run` call from
+the caller's thread. `close` (also when the pool is collected) stops and joins
+the workers before the machine code may go away.
 """
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
+import numpy as np
+
 from ...errors import UnsupportedError
-from .codegen.module import THREAD_ENTRY
+from .codegen.pool import POOL_BYTES, RUN, STOP, WORKER
 from .codegen.threads import MAX_THREADS
+from .image import aligned_bytes
 
 
 def thread_count(value: Any) -> int:
@@ -24,20 +31,31 @@ def thread_count(value: Any) -> int:
     return value
 
 
-def run_program(jit: Any, threads: int, constants: int, activations: int, placeholders: int) -> int:
-    """Run the program on `threads` threads; the status of the first thread that failed (0 if none)."""
-    if threads == 1:
-        return jit.entry(constants, activations, placeholders)
-    entry = jit.functions[THREAD_ENTRY]
-    statuses = [0] * threads
+class ThreadPool:
+    """`threads - 1` workers parked in the machine code of `jit`, plus the caller as thread 0."""
 
-    def work(index: int) -> None:
-        statuses[index] = entry(constants, activations, placeholders, index, threads)
+    def __init__(self, jit: Any, threads: int) -> None:
+        self.threads = threads
+        self._state = aligned_bytes(POOL_BYTES)
+        self._run = jit.functions[RUN]
+        worker, stop, state = jit.functions[WORKER], jit.functions[STOP], self._state.ctypes.data
+        workers = [threading.Thread(target=worker, args=(state, index), daemon=True, name=f"glowsdk-cpu-{index}")
+                   for index in range(1, threads)]
+        for thread in workers:
+            thread.start()
+        self._closer = weakref.finalize(self, _stop, jit, stop, state, self._state, workers)
 
-    workers = [threading.Thread(target=work, args=(index,), daemon=True) for index in range(1, threads)]
-    for worker in workers:
-        worker.start()
-    work(0)
-    for worker in workers:
-        worker.join()
-    return next((status for status in statuses if status), 0)
+    def run(self, constants: int, activations: int, placeholders: int) -> int:
+        """Run the program once on every thread; 0, or the status of a thread that failed."""
+        return self._run(self._state.ctypes.data, constants, activations, placeholders, self.threads)
+
+    def close(self) -> None:
+        """Stop and join the workers (idempotent)."""
+        self._closer()
+
+
+def _stop(jit: Any, stop: Any, state: int, buffer: np.ndarray, workers: list[threading.Thread]) -> None:
+    """Make the workers return and wait for them; `jit` and `buffer` stay referenced until then."""
+    stop(state)
+    for thread in workers:
+        thread.join()

@@ -40,10 +40,17 @@ def loop(builder: ir.IRBuilder, stop: int | ir.Value, start: int | ir.Value = 0,
 
 
 @contextmanager
-def loop_nest(builder: ir.IRBuilder, dims: Sequence[int], name: str = "d") -> Iterator[list[ir.Value]]:
-    """Nested loops over `dims` (outermost first); yields one index per dim."""
-    with _nest(builder, list(dims), name, []) as indices:
-        yield indices
+def loop_nest(builder: ir.IRBuilder, dims: Sequence[int], name: str = "d",
+              outer: tuple[ir.Value, ir.Value] | None = None) -> Iterator[list[ir.Value]]:
+    """Nested loops over `dims` (outermost first); yields one index per dim. `outer`: the
+    [start, stop) the outermost loop runs instead of all of dims[0] (a thread's share)."""
+    if outer is None or not dims:
+        with _nest(builder, list(dims), name, []) as indices:
+            yield indices
+        return
+    with loop(builder, outer[1], outer[0], name=f"{name}0") as first:
+        with _nest(builder, list(dims[1:]), name, [first]) as indices:
+            yield indices
 
 
 @contextmanager

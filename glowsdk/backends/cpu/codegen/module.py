@@ -12,7 +12,8 @@ Gather index out of range); the entry point stops at the first failure.
 Threads (threads.py): `glowsdk_thread(constants, activations, placeholders,
 thread, threads)` is the same program run by thread `thread` of `threads`; a
 kernel that splits its work takes its share, any other runs on thread 0 only,
-and a barrier separates kernels. `glowsdk_main` is thread 0 of 1.
+and a barrier separates kernels. `glowsdk_main` is thread 0 of 1; pool.py adds
+a persistent worker pool that runs the thread entry on every thread.
 
 Kernels may also add packed constants (weights re-laid out at compile time,
 appended to the constants region as new weights) and use scratch memory (one
@@ -33,6 +34,7 @@ from ....compiler.ir.program import Program
 from ....graph.types import ElemKind, Type
 from ....names import fresh_name
 from .kinds import I8, I32, PTR, i64
+from .pool import add_pool
 from .threads import BARRIER_BYTES, emit_barrier, split
 
 ENTRY = "glowsdk_main"
@@ -176,8 +178,8 @@ class ModuleBuilder:
         """The constants-region byte offset of the packed array for `key` (see KernelContext.constant)."""
         if key not in self._packed:
             value = np.ascontiguousarray(make())
-            weight = self.program.ir.add_weight(name, Type(ElemKind.FLOAT32, (value.size,)), "constant",
-                                                value.astype(np.float32, copy=False).reshape(-1))
+            weight = self.program.ir.add_weight(name, Type(ElemKind.from_dtype(value.dtype), (value.size,)),
+                                                "constant", value.reshape(-1))
             plan = self.program.plan
             offset = aligned(plan.constant_bytes, plan.alignment)
             plan.constant_offsets[weight.name] = offset
@@ -228,7 +230,8 @@ class ModuleBuilder:
         return self._builder.gep(self.entry.args[1], [i64(self._barrier)], inbounds=True, source_etype=I8)
 
     def finish(self) -> ir.Module:
-        """Close the thread entry point, add `glowsdk_main` (thread 0 of 1), return the module."""
+        """Close the thread entry point, add `glowsdk_main` (thread 0 of 1) and the thread pool's
+        entry points (pool.py), return the module."""
         self._builder.ret(self._builder.load(self._status))
         main = ir.Function(self.module, ir.FunctionType(I32, [PTR] * len(REGIONS)), ENTRY)
         main.attributes.add("nounwind")
@@ -237,4 +240,5 @@ class ModuleBuilder:
             arg.add_attribute("noalias")
         builder = ir.IRBuilder(main.append_basic_block("entry"))
         builder.ret(builder.call(self.entry, [*main.args, ir.Constant(I32, 0), ir.Constant(I32, 1)]))
+        add_pool(self.module, self.entry)
         return self.module

@@ -55,18 +55,28 @@ def _wait(builder: ir.IRBuilder, generation: ir.Value, seen: ir.Value) -> None:
     builder.position_at_end(spin)
     tries = builder.phi(I32, name="tries")
     tries.add_incoming(ir.Constant(I32, 0), before)
-    if module.triple.startswith(("x86_64", "i686", "i386")):
-        pause = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
-            module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
-        builder.call(pause, [])
+    pause(builder)
     with builder.if_then(builder.icmp_unsigned(">=", tries, ir.Constant(I32, SPINS)), likely=False):
-        sched_yield = module.globals.get("sched_yield") or ir.Function(module, ir.FunctionType(I32, []),
-                                                                        "sched_yield")
-        builder.call(sched_yield, [])
+        builder.call(libc(module, "sched_yield", []), [])
     now = builder.load_atomic(generation, "acquire", 4, typ=I32)
     tries.add_incoming(builder.add(tries, ir.Constant(I32, 1)), builder.block)
     builder.cbranch(builder.icmp_unsigned("==", now, seen), spin, done)
     builder.position_at_end(done)
+
+
+def pause(builder: ir.IRBuilder) -> None:
+    """The spin-wait hint (x86 `pause`, which also spares the sibling hyper-thread); nothing elsewhere."""
+    module = builder.module
+    if module.triple.startswith(("x86_64", "i686", "i386")):
+        intrinsic = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
+            module, ir.FunctionType(ir.VoidType(), []), "llvm.x86.sse2.pause")
+        builder.call(intrinsic, [])
+
+
+def libc(module: ir.Module, name: str, arguments: list[ir.Type]) -> ir.Function:
+    """The C library function `name` returning int (POSIX: sched_yield, usleep), declared once."""
+    existing = module.globals.get(name)
+    return existing if existing is not None else ir.Function(module, ir.FunctionType(I32, arguments), name)
 
 
 def split(builder: ir.IRBuilder, count: int, thread: ir.Value, threads: ir.Value) -> tuple[ir.Value, ir.Value]:

@@ -7,9 +7,11 @@ stack is one flat loop that LLVM vectorises. Per element, the instructions run
 in program order: a source that an earlier instruction of the step wrote at the
 same address is taken from that instruction's result without touching memory,
 and a destination is stored unless the step says nobody reads it afterwards.
+Threads share a large step by its outermost loop.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from llvmlite import ir
@@ -20,6 +22,9 @@ from ..codegen.module import KernelContext, Step
 from .scalar import SCALARS
 from .table import KERNELS, register
 
+SHARED_ELEMENTS, SHARED_OUTER = 1 << 16, 16
+"""A step of at least this many elements, whose outermost loop has at least this many
+iterations, is shared among threads by that loop."""
 Key = tuple[str, int, tuple[int, ...], Any]
 """Where an operand's elements are: region, byte offset, shape, element kind."""
 
@@ -49,7 +54,8 @@ def build_elementwise(ctx: KernelContext, step: Step) -> None:
     dims, strides = merged_layout(out, [v.type.shape for v in operands.values()])
     pointers = {key: ctx.address(value) for key, value in operands.items()}
     layout = dict(zip(operands, strides))
-    with loop_nest(builder, dims) as indices:
+    shared = ctx.share(dims[0]) if math.prod(dims) >= SHARED_ELEMENTS and dims[0] >= SHARED_OUTER else None
+    with loop_nest(builder, dims, outer=shared) as indices:
         known: dict[Key, ir.Value] = {}
 
         def index(key: Key) -> ir.Value:

@@ -15,7 +15,8 @@ Everything is a compile-time constant, so the tiles at the edges are separate
 specialised code: the last column tile loads and stores its partial last vector
 under a constant mask (llvm.masked.load/store), the last row tile stores only
 its rows. The column tiles are the unit of work threads share; the panel of a
-tile is packed once and reused by every row tile while it is hot in cache.
+tile is packed once and reused by every row tile while it is hot in cache;
+when a GEMM has too few column tiles to share, threads share its row tiles.
 The bias initialises the accumulators, and `epilogue` (the element-wise
 instructions stacked onto the kernel, e.g. a ReLU) transforms each vector as it
 is stored, so a Conv + bias + ReLU touches its output once.
@@ -211,13 +212,16 @@ RowsOf = Callable[[ir.Value], Panel]
 
 def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of: PanelOf, c: ir.Value,
               ldc: int, init: Init, epilogue: Epilogue | None = None) -> None:
-    """C = A @ B over every tile; this thread's share of the column tiles (see the module doc).
+    """C = A @ B over every tile, this thread's share of them (see `splits_rows`).
     `a_padded`: A panels hold zero rows past `rows`, so the last row tile may read them."""
     builder = ctx.builder
     mr, nr = gemm.tile_rows, gemm.tile_columns
     full_rows, edge_rows = divmod(gemm.rows, mr)
-    start, stop = ctx.share(gemm.column_tiles)
-    with loop(builder, stop, start, name="nt") as nt:
+    if splits_rows(gemm):
+        column_range, row_range = (i64(0), i64(gemm.column_tiles)), ctx.share(gemm.row_tiles)
+    else:
+        column_range, row_range = ctx.share(gemm.column_tiles), (i64(0), i64(gemm.row_tiles))
+    with loop(builder, column_range[1], column_range[0], name="nt") as nt:
         panel = b_of(nt)
         c_tile = builder.mul(nt, i64(nr))
 
@@ -227,11 +231,15 @@ def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of
                 first = builder.mul(mt, i64(mr))
                 micro_kernel(ctx, gemm, a_of(mt), a_rows, panel, columns, lambda r: init(first, r),
                              c, builder.add(c_tile, builder.mul(first, i64(ldc))), ldc, c_rows, epilogue)
+            start, stop = row_range
             if full_rows:
-                with loop(builder, full_rows, name="mt") as mt:
+                last_full = i64(full_rows)
+                bound = builder.select(builder.icmp_unsigned("<", stop, last_full), stop, last_full)
+                with loop(builder, bound, start, name="mt") as mt:
                     one(mt, mr)
             if edge_rows:
-                one(i64(full_rows), edge_rows)
+                with builder.if_then(builder.icmp_unsigned("==", stop, i64(gemm.row_tiles))):
+                    one(i64(full_rows), edge_rows)
 
         edge = gemm.edge_columns()
         if edge == nr:
@@ -243,3 +251,15 @@ def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of
                     row_tiles(edge)
                 with otherwise:
                     row_tiles(nr)
+
+
+SPLIT_TILES = 8
+"""Column tiles below which threads share row tiles instead (see `splits_rows`)."""
+
+
+def splits_rows(gemm: Gemm) -> bool:
+    """Whether threads share the row tiles rather than the column tiles. Column tiles are the
+    cheaper unit (each B panel is packed by one thread only), but a deep layer at batch 1 has a
+    handful of them (7 x 7 outputs are one full tile of 48 and one of a single column), so there
+    every thread packs every panel and takes a share of the rows."""
+    return gemm.column_tiles < SPLIT_TILES and gemm.row_tiles > gemm.column_tiles

@@ -1,0 +1,161 @@
+"""A persistent pool of worker threads, in the module itself: no thread is started per run.
+
+Starting OS threads and handing the GIL around costs tens of microseconds per
+run, more than a whole small network takes, so the workers stay alive between
+runs inside the machine code. The host (parallel.py) allocates a zeroed pool
+state of POOL_BYTES, starts `threads - 1` threads that each call
+`glowsdk_worker(state, index)` once (it returns only when the pool stops), and
+runs the network with `glowsdk_run(state, constants, activations, placeholders,
+threads)`: it publishes the job, runs thread 0's share itself, and waits for
+the workers, and returns 0 or the status of a thread that failed. A worker waits for a new job by spinning (x86 `pause`), then
+yielding the core, then sleeping in growing naps up to IDLE_NAP_US, so an idle
+pool costs almost no CPU while back-to-back runs start within a microsecond.
+`glowsdk_pool_stop(state)` makes every worker return.
+
+The state, one cache line per field: the job generation (0 before the first
+job), the count of workers done with it, the stop flag, the job (three region
+pointers and the thread count), and the failing statuses or-ed together.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from .kinds import I8, I32, PTR, i64
+from .threads import libc, pause
+
+WORKER, RUN, STOP = "glowsdk_worker", "glowsdk_run", "glowsdk_pool_stop"
+GENERATION, DONE, STOPPED, JOB, STATUS = 0, 64, 128, 192, 256
+POOL_BYTES = 320
+"""Bytes of pool state the host allocates (zeroed, 64-byte aligned)."""
+SPINS, YIELDS, IDLE_NAP_US = 2000, 200, 1000
+"""A waiting worker spins SPINS times, yields YIELDS times, then naps 50 us doubling up to IDLE_NAP_US."""
+
+
+def add_pool(module: ir.Module, thread_entry: ir.Function) -> None:
+    """Define the worker, run and stop entry points around `thread_entry` in `module`."""
+    _define_stop(module)
+    _define_worker(module, thread_entry)
+    _define_run(module, thread_entry)
+
+
+def _field(builder: ir.IRBuilder, state: ir.Value, offset: int) -> ir.Value:
+    return builder.gep(state, [i64(offset)], inbounds=True, source_etype=I8) if offset else state
+
+
+def _function(module: ir.Module, name: str, arguments: list[ir.Type], names: list[str]) -> ir.Function:
+    function = ir.Function(module, ir.FunctionType(I32, arguments), name)
+    function.attributes.add("nounwind")
+    for arg, label in zip(function.args, names):
+        arg.name = label
+    return function
+
+
+def _define_stop(module: ir.Module) -> None:
+    function = _function(module, STOP, [PTR], ["state"])
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    state = function.args[0]
+    builder.atomic_rmw("xchg", _field(builder, state, STOPPED), ir.Constant(I32, 1), "release")
+    builder.atomic_rmw("add", _field(builder, state, GENERATION), ir.Constant(I32, 1), "acq_rel")
+    builder.ret(ir.Constant(I32, 0))
+
+
+def _define_worker(module: ir.Module, thread_entry: ir.Function) -> None:
+    """Loop: wait for the generation to move on, stop or run this thread's share, report done."""
+    function = _function(module, WORKER, [PTR, I32], ["state", "index"])
+    state, index = function.args
+    entry = function.append_basic_block("entry")
+    wait = function.append_basic_block("wait")
+    idle = function.append_basic_block("idle")
+    job = function.append_basic_block("job")
+    stop = function.append_basic_block("stop")
+    builder = ir.IRBuilder(entry)
+    generation = _field(builder, state, GENERATION)
+    builder.branch(wait)
+
+    builder.position_at_end(wait)
+    seen = builder.phi(I32, name="seen")
+    seen.add_incoming(ir.Constant(I32, 0), entry)
+    tries = builder.phi(I32, name="tries")
+    tries.add_incoming(ir.Constant(I32, 0), entry)
+    now = builder.load_atomic(generation, "acquire", 4, typ=I32)
+    builder.cbranch(builder.icmp_unsigned("!=", now, seen), job, idle)
+
+    builder.position_at_end(idle)
+    _back_off(builder, tries)
+    seen.add_incoming(seen, builder.block)
+    tries.add_incoming(builder.add(tries, ir.Constant(I32, 1)), builder.block)
+    builder.branch(wait)
+
+    builder.position_at_end(job)
+    stopped = builder.load_atomic(_field(builder, state, STOPPED), "acquire", 4, typ=I32)
+    work = function.append_basic_block("work")
+    builder.cbranch(builder.icmp_unsigned("!=", stopped, ir.Constant(I32, 0)), stop, work)
+    builder.position_at_end(work)
+    regions = [builder.load(_field(builder, state, JOB + 8 * i), typ=PTR) for i in range(3)]
+    threads = builder.load(_field(builder, state, JOB + 24), typ=I32)
+    with builder.if_then(builder.icmp_unsigned("<", index, threads)):
+        status = builder.call(thread_entry, [*regions, index, threads])
+        builder.atomic_rmw("or", _field(builder, state, STATUS), status, "monotonic")
+    builder.atomic_rmw("add", _field(builder, state, DONE), ir.Constant(I32, 1), "release")
+    seen.add_incoming(now, builder.block)
+    tries.add_incoming(ir.Constant(I32, 0), builder.block)
+    builder.branch(wait)
+
+    builder.position_at_end(stop)
+    builder.ret(ir.Constant(I32, 0))
+
+
+def _back_off(builder: ir.IRBuilder, tries: ir.Value) -> None:
+    """One wait step after `tries` earlier ones: pause, yield, or nap (see SPINS)."""
+    module = builder.module
+    spinning = builder.icmp_unsigned("<", tries, ir.Constant(I32, SPINS))
+    with builder.if_else(spinning) as (spin, slower):
+        with spin:
+            pause(builder)
+        with slower:
+            yielding = builder.icmp_unsigned("<", tries, ir.Constant(I32, SPINS + YIELDS))
+            with builder.if_else(yielding) as (yield_, nap):
+                with yield_:
+                    builder.call(libc(module, "sched_yield", []), [])
+                with nap:
+                    doublings = builder.sub(tries, ir.Constant(I32, SPINS + YIELDS))
+                    small = builder.icmp_unsigned("<", doublings, ir.Constant(I32, 5))
+                    shift = builder.select(small, doublings, ir.Constant(I32, 5))
+                    micros = builder.shl(ir.Constant(I32, 50), shift)
+                    cap = ir.Constant(I32, IDLE_NAP_US)
+                    micros = builder.select(builder.icmp_unsigned("<", micros, cap), micros, cap)
+                    builder.call(libc(module, "usleep", [I32]), [micros])
+
+
+def _define_run(module: ir.Module, thread_entry: ir.Function) -> None:
+    """Publish the job, run share 0, wait for the workers; the first failing status (0 if none)."""
+    function = _function(module, RUN, [PTR, PTR, PTR, PTR, I32],
+                         ["state", "constants", "activations", "placeholders", "threads"])
+    state, *regions, threads = function.args
+    builder = ir.IRBuilder(function.append_basic_block("entry"))
+    for i, region in enumerate(regions):
+        builder.store(region, _field(builder, state, JOB + 8 * i))
+    builder.store(threads, _field(builder, state, JOB + 24))
+    done = _field(builder, state, DONE)
+    builder.atomic_rmw("xchg", done, ir.Constant(I32, 0), "monotonic")
+    builder.atomic_rmw("xchg", _field(builder, state, STATUS), ir.Constant(I32, 0), "monotonic")
+    builder.atomic_rmw("add", _field(builder, state, GENERATION), ir.Constant(I32, 1), "acq_rel")
+    own = builder.call(thread_entry, [*regions, ir.Constant(I32, 0), threads])
+    workers = builder.sub(threads, ir.Constant(I32, 1))
+    before = builder.block
+    join = function.append_basic_block("join")
+    wait = function.append_basic_block("join.wait")
+    after = function.append_basic_block("joined")
+    builder.branch(join)
+    builder.position_at_end(join)
+    tries = builder.phi(I32, name="tries")
+    tries.add_incoming(ir.Constant(I32, 0), before)
+    finished = builder.load_atomic(done, "acquire", 4, typ=I32)
+    builder.cbranch(builder.icmp_unsigned("<", finished, workers), wait, after)
+    builder.position_at_end(wait)
+    _back_off(builder, tries)
+    tries.add_incoming(builder.add(tries, ir.Constant(I32, 1)), builder.block)
+    builder.branch(join)
+    builder.position_at_end(after)
+    failed = builder.load_atomic(_field(builder, state, STATUS), "acquire", 4, typ=I32)
+    builder.ret(builder.or_(own, failed))
