@@ -88,3 +88,21 @@ def test_timing_blocks_alternate_runs_with_one_thread_and_blocks_with_more():
     assert timing_blocks(5, 1) == [1, 1, 1, 1, 1]
     assert timing_blocks(5, 2) == [3, 2]
     assert timing_blocks(1, 2) == [1]
+
+
+def test_bench_profile_times_every_kernel(tmp_path, capsys):
+    report = tmp_path / "bench.json"
+    model = mlp(batch=2)
+    assert main(["bench", saved(tmp_path, model), "--target", "cpu", "--repeat", "2", "--profile",
+                 "--json", str(report)]) == 0
+    assert "where the time goes" in capsys.readouterr().out
+    steps = json.loads(report.read_text())["profile"]
+    matmuls = [s for s in steps if s["kinds"].startswith("MatMul")]
+    gemms = [n for n in model.graph.node if n.op_type == "Gemm"]
+    assert len(matmuls) == len(gemms) and all(s["flops"] > 0 and s["ms"] > 0 for s in matmuls)
+
+
+def test_bench_profile_needs_the_cpu_target(tmp_path, capsys):
+    assert main(["bench", saved(tmp_path, mlp(batch=1)), "--target", "interpreter", "--repeat", "1",
+                 "--profile"]) == 2
+    assert "only the cpu target" in capsys.readouterr().err

@@ -202,6 +202,18 @@ def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | No
                        sides, difference)
 
 
+def kernel_profile(proto: onnx.ModelProto, target: str, threads: int | None, runs: int) -> list:
+    """Per-step times of `proto` compiled for the cpu target with cycle counters (profile.py)."""
+    from .. import api
+    from ..backends.cpu.profile import profile_steps
+
+    if target != "cpu":
+        raise GlowError(f"bench --profile: only the cpu target counts cycles per kernel, not {target}")
+    network = api.load(proto)
+    compiled = api.compile(network, target, profile=True, **({"threads": threads} if threads else {}))
+    return profile_steps(compiled.compiled, network.random_inputs(0), runs)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         check_writable_file(args.json, "--json")
@@ -211,8 +223,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result = measure(proto, source, args.target, threads=args.threads, repeat=args.repeat, warmup=args.warmup,
                      peer=args.peer, cache=not args.no_cache)
     print(result.table())
+    report = result.to_json()
+    if args.profile:
+        times = kernel_profile(proto, args.target, args.threads, args.repeat)
+        print(f"\nwhere the time goes ({args.repeat} runs, a step charged until its slowest thread ends it)\n")
+        from ..backends.cpu.profile import format_profile
+
+        print(format_profile(times))
+        report["profile"] = [t.as_dict() for t in times]
     if args.json:
-        write_text(args.json, json.dumps(result.to_json(), indent=1) + "\n", "--json")
+        write_text(args.json, json.dumps(report, indent=1) + "\n", "--json")
         print(f"wrote {args.json}")
     if not result.agrees:
         print(f"glowsdk: error: the outputs differ from {args.peer}'s by {result.difference:.2e} "
@@ -233,5 +253,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--warmup", type=options.positive_count, default=2, help="untimed runs first (default 2)")
     bench.add_argument("--peer", choices=PEERS, help="also time this runtime, turn by turn, and compare outputs")
     bench.add_argument("--json", metavar="FILE", help="also write the measurements as JSON")
+    bench.add_argument("--profile", action="store_true",
+                       help="cpu target: also time every kernel (GFLOP/s of each Conv and MatMul)")
     options.add_cache_arg(bench)
     bench.set_defaults(func=cmd_bench)

@@ -19,7 +19,7 @@ from glowsdk.compiler.lowering.primitives import PRIMITIVES
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import UnsupportedError, UnsupportedOpsError
 from glowsdk.graph import ElemKind
-from glowsdk.graph.nodes import linalg, reduce
+from glowsdk.graph.nodes import linalg, quant
 
 F32 = ElemKind.FLOAT32
 MODEL_TOL = 1e-4
@@ -43,17 +43,20 @@ def test_primitives_come_from_the_kernel_table():
     backend = get_backend("cpu")
     assert set(backend.primitives) <= set(PRIMITIVES)
     assert set(backend.primitives) == set(KERNELS) & set(PRIMITIVES)
-    assert "Conv" in backend.primitives and "TopK" not in backend.primitives
+    assert "Conv" in backend.primitives and "TopK" in backend.primitives
 
 
 def test_unsupported_ops_are_reported_not_computed():
-    fn = make([((3, 4), F32)], lambda fn, v: list(fn.create(reduce.TopK, [v[0]], k=2, axis=1).results))
-    with pytest.raises(UnsupportedOpsError, match="TopK"):
+    """A 3-d IntegerConv: a kind in the table whose kernel refuses this layout (its `accepts`)."""
+    shapes = [((1, 2, 3, 3, 3), ElemKind.UINT8), ((2, 2, 1, 1, 1), ElemKind.INT8)]
+    fn = make(shapes, lambda fn, v: [fn.add(quant.IntegerConv, v[0], v[1], None, None, None, kernel=(1, 1, 1),
+                                            strides=(1, 1, 1), pads=(0,) * 6, dilations=(1, 1, 1))])
+    with pytest.raises(UnsupportedOpsError, match="IntegerConv"):
         compile_function(fn, get_backend("cpu"))
 
 
 def test_unsupported_element_kind_is_reported():
-    fn = make([((3, 4), ElemKind.INT32), ((4, 2), ElemKind.INT32)],
+    fn = make([((3, 4), ElemKind.FLOAT16), ((4, 2), ElemKind.FLOAT16)],
               lambda fn, v: [fn.add(linalg.MatMul, v[0], v[1])])
     with pytest.raises(UnsupportedOpsError, match="MatMul"):
         compile_function(fn, get_backend("cpu"))

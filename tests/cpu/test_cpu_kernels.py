@@ -212,3 +212,27 @@ def test_a_failing_run_on_the_thread_pool_raises_and_closing_stops_the_pool():
         compiled.execute({"x0": x, "x1": np.array([3, 64])})
     compiled.close()
     assert threading.active_count() == before
+
+
+def test_profile_counts_every_step_and_gives_conv_flops():
+    from glowsdk.backends.cpu.profile import format_profile, instruction_flops, profile_steps
+    fn = make([((2, 3, 18, 18), F32)], small_network)
+    compiled = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"profile": True}))
+    feeds = {"x0": np.random.default_rng(4).standard_normal((2, 3, 18, 18)).astype(np.float32)}
+    times = profile_steps(compiled, feeds, runs=3)
+    assert sorted(t.name for t in times) == sorted(step.name for step in compiled.steps)
+    assert all(t.milliseconds > 0 for t in times)
+    step = next(s for s in compiled.steps if s.instrs[0].kind == "Conv"
+                and s.instrs[0].filter.type.shape == (16, 3, 3, 3))
+    first_conv = next(t for t in times if t.name == step.name)
+    assert first_conv.flops == instruction_flops(step.instrs[0]) == 2 * (2 * 16 * 18 * 18) * (3 * 3 * 3)
+    table = format_profile(times)
+    assert "TOTAL" in table and "Conv" in table
+
+
+def test_profile_needs_the_profile_option():
+    fn = make([((2, 3), F32)], lambda fn, v: [fn.add(ew.Tanh, v[0])])
+    compiled = compile_function(fn, get_backend("cpu"))
+    from glowsdk.backends.cpu.profile import profile_steps
+    with pytest.raises(GlowError, match="profile option"):
+        profile_steps(compiled, {"x0": np.zeros((2, 3), np.float32)})

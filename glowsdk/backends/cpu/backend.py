@@ -39,6 +39,7 @@ OPTIONS = {
     "dump_asm": "write the host assembly of the optimised module to this file",
     "stacking": "fuse runs of element-wise instructions into one loop (default true)",
     "threads": "run the heavy kernels on this many threads of this process (default 1, see parallel.py)",
+    "profile": "count each step's cycles (profile.py; compiles afresh instead of loading from the cache)",
     "cache": "look the compiled image up in the compile cache, store it there after a miss (default false)",
 }
 """The backend-specific CompileOptions.extra keys the CPU backend understands."""
@@ -127,9 +128,10 @@ class CpuBackend(Backend):
             return compile_fresh(function, options)
         cache = CompileCache()
         key = cache_key(function, {k: v for k, v in options.extra.items() if k not in UNKEYED})
-        dumps = options.extra.get("dump_llvm") or options.extra.get("dump_asm") or (options.ir_passes is not None and (
-            options.ir_passes.dump_before or options.ir_passes.dump_after))
-        image = None if dumps else cache.load(key)  # a compile asked to dump what it builds builds it
+        passes = options.ir_passes
+        dumps = any(options.extra.get(k) for k in ("dump_llvm", "dump_asm", "profile")) or (
+            passes is not None and bool(passes.dump_before or passes.dump_after))
+        image = None if dumps else cache.load(key)  # a compile asked to dump or profile what it builds builds it
         if image is not None:
             return CpuFunction(function, image)
         compiled = compile_fresh(function, options)
@@ -142,7 +144,8 @@ def compile_fresh(function: Function, options: CompileOptions) -> CpuFunction:
     program = build_program(function, passes=options.ir_passes)
     steps = tuple(plan_steps(program, stacking=bool(options.extra.get("stacking", True))))
     machine = host_machine()
-    builder = ModuleBuilder(program, machine.triple, str(machine.target_data))
+    builder = ModuleBuilder(program, machine.triple, str(machine.target_data),
+                            profile_steps=len(steps) if options.extra.get("profile") else 0)
     for step in steps:
         builder.add_step(step, KERNELS[step.instrs[0].kind].build)
     module = builder.finish()

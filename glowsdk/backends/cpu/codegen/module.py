@@ -13,7 +13,8 @@ Threads (threads.py): `glowsdk_thread(constants, activations, placeholders,
 thread, threads)` is the same program run by thread `thread` of `threads`; a
 kernel that splits its work takes its share, any other runs on thread 0 only,
 and a barrier separates kernels. `glowsdk_main` is thread 0 of 1; pool.py adds
-a persistent worker pool that runs the thread entry on every thread.
+a persistent worker pool that runs the thread entry on every thread. With the
+`profile` option, counters.py charges each step's cycles to a counter.
 
 Kernels may also add packed constants (weights re-laid out at compile time,
 appended to the constants region as new weights) and use scratch memory (one
@@ -34,6 +35,7 @@ from ....compiler.ir.program import Program
 from ....graph.types import ElemKind, Type
 from ....names import fresh_name
 from .kinds import I8, I32, PTR, i64
+from .counters import StepCounters
 from .pool import add_pool
 from .threads import BARRIER_BYTES, emit_barrier, split
 
@@ -58,6 +60,9 @@ class KernelContext:
         self._bases = dict(zip(REGIONS, function.args))
         self.thread, self.threads = function.args[len(REGIONS):]
         self.parallel = False
+        self.position: Callable[[], ir.Value] | None = None
+        """The flat index in the result of the element being computed, where a loop sets it (the
+        element-wise kernel): per-channel constants of a scalar find their channel from it."""
 
     def share(self, count: int) -> tuple[ir.Value, ir.Value]:
         """This thread's [start, stop) of `count` independent work items; a kernel that asks
@@ -158,7 +163,8 @@ KernelBuilder = Callable[[KernelContext, Step], None]
 class ModuleBuilder:
     """Builds the module of `program`: call `add_step` per step, then `finish`."""
 
-    def __init__(self, program: Program, triple: str, data_layout: str) -> None:
+    def __init__(self, program: Program, triple: str, data_layout: str, profile_steps: int = 0) -> None:
+        """`profile_steps`: compile cycle counters for that many steps (counters.py), or none."""
         self.program = program
         self.module = ir.Module(name=program.ir.name)
         self.module.triple = triple
@@ -173,6 +179,8 @@ class ModuleBuilder:
         self._status = self._builder.alloca(I32, name="status")
         self._builder.store(ir.Constant(I32, STATUS_OK), self._status)
         self.scratch_offset(0)
+        self._counters = StepCounters(self.module, profile_steps) if profile_steps else None
+        self._steps = 0
 
     def packed_offset(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> int:
         """The constants-region byte offset of the packed array for `key` (see KernelContext.constant)."""
@@ -218,6 +226,7 @@ class ModuleBuilder:
         build(context, step)
         context.close()
         builder = self._builder
+        started = self._counters.now(builder) if self._counters is not None else None
         ok = builder.icmp_unsigned("==", builder.load(self._status), ir.Constant(I32, STATUS_OK))
         if not context.parallel:
             first = builder.icmp_unsigned("==", self.entry.args[-2], ir.Constant(I32, 0))
@@ -225,6 +234,9 @@ class ModuleBuilder:
         with builder.if_then(ok):
             builder.store(builder.call(function, list(self.entry.args)), self._status)
         emit_barrier(builder, self._barrier_address(), self.entry.args[-1])
+        if self._counters is not None:
+            self._counters.charge(builder, self._steps, started, self.entry.args[-2])
+        self._steps += 1
 
     def _barrier_address(self) -> ir.Value:
         return self._builder.gep(self.entry.args[1], [i64(self._barrier)], inbounds=True, source_etype=I8)

@@ -48,6 +48,9 @@ from ..codegen.module import KernelContext, Step
 from ..codegen.threads import MAX_THREADS
 from .epilogue import stacked_epilogue
 from .gemm import Gemm, Panel, bias_init, emit_gemm, offset
+from .int8_conv import accepts as int8_accepts
+from .int8_conv import emit_int8_conv
+from .int8_matmul import QUANTIZED
 from .matmul import multiply_add
 from .packing import Window, emit_pack, pack_row_panels, table_pair
 from .table import register
@@ -202,6 +205,7 @@ def _accumulate(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...],
 
 
 CONV_RULES: list[tuple[str, Callable[[Any], bool], Callable[[KernelContext, Step], None]]] = [
+    ("int8", lambda instr: instr.types[0].elem.is_quantized, emit_int8_conv),
     ("pointwise", lambda instr: _is_pointwise(instr) and _is_gemm(instr), _conv_gemm),
     ("im2col", _is_gemm, _conv_gemm),
     ("direct", lambda instr: True, _conv_direct),
@@ -219,4 +223,4 @@ def _conv(ctx: KernelContext, step: Step) -> None:
     next(build for _, applies, build in CONV_RULES if applies(instr))(ctx, step)
 
 
-register("Conv", COMPUTE_FLOATS, _conv, epilogue=_is_gemm)
+register("Conv", COMPUTE_FLOATS | QUANTIZED, _conv, accepts=int8_accepts, epilogue=_is_gemm)

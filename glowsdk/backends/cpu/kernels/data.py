@@ -12,14 +12,14 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+import numpy as np
 from llvmlite import ir
 
 from ....graph.types import ElemKind
-from ..codegen.kinds import I1, I64, PTR, i64, is_float, storage_type, value_type
+from ..codegen.kinds import I1, I64, PTR, i64, value_type
 from ..codegen.loops import linear_index, loop, loop_nest, merge_dims, row_major_strides
 from ..codegen.module import KernelContext, Step
 from .elementwise import broadcast_strides
-from .scalar import NUMBERS
 from .table import register
 
 ANY = frozenset(ElemKind)
@@ -90,14 +90,12 @@ def _concat(ctx: KernelContext, step: Step) -> None:
 
 
 def _splat(ctx: KernelContext, step: Step) -> None:
+    """Every element the value as numpy converts it to the kind (np.full), stored by its bits."""
     instr = step.instrs[0]
     dest = instr.operands[0]
-    kind = dest.type.elem
-    element = storage_type(kind)
-    if kind is ElemKind.BOOL:
-        constant = ir.Constant(element, int(instr.value != 0))
-    else:
-        constant = ir.Constant(element, instr.value if is_float(kind) else int(instr.value))
+    stored = np.full((), instr.value, dtype=dest.type.dtype)
+    element = ir.IntType(8 * stored.itemsize)
+    constant = ir.Constant(element, int(stored.view(f"u{stored.itemsize}")))
     builder, pointer = ctx.builder, ctx.address(dest)
     with loop(builder, dest.type.size) as index:
         builder.store(constant, builder.gep(pointer, [index], inbounds=True, source_etype=element))
@@ -138,12 +136,8 @@ def _indexed_by_ints(node: Any) -> bool:
     return node.indices.type.elem in INDEX_KINDS
 
 
-def _splat_kind(node: Any) -> bool:
-    return node.types[0].elem in NUMBERS or node.types[0].elem is ElemKind.BOOL
-
-
 for _kind, _build in {"Copy": _copy_bytes, "Reshape": _copy_bytes, "Transpose": _transpose,
                       "Slice": _slice, "Expand": _expand, "Concat": _concat}.items():
     register(_kind, ANY, _build)
-register("Splat", ANY, _splat, accepts=_splat_kind)
+register("Splat", ANY, _splat)
 register("Gather", ANY, _gather, accepts=_indexed_by_ints)

@@ -61,6 +61,7 @@ def build_elementwise(ctx: KernelContext, step: Step) -> None:
         def index(key: Key) -> ir.Value:
             return linear_index(builder, indices, layout[key])
 
+        ctx.position = lambda: index(operand_key(ctx, step.instrs[0].operands[0]))
         for number, instr in enumerate(step.instrs):
             args = []
             for source in instr.inputs:

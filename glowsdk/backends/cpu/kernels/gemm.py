@@ -24,6 +24,7 @@ is stored, so a Conv + bias + ReLU touches its output once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable
 
 from llvmlite import ir
@@ -31,7 +32,7 @@ from llvmlite import ir
 from ..codegen.kinds import F32, I1, I32, I64, PTR, i64
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext
-from ..codegen.target import host_vectors
+from ..codegen.target import VectorTarget, host_vectors
 
 Epilogue = Callable[[ir.Value, ir.Value, int], ir.Value]
 """(C vector, element index in C of its first lane, lanes in use) -> the vector to store."""
@@ -48,26 +49,12 @@ class Panel:
     masked: bool = False
 
 
-@dataclass(frozen=True)
-class Gemm:
-    """The sizes of one C = A @ B and the register tile chosen for them."""
+class TileGrid:
+    """C's tiling, from `rows`, `columns`, `tile_rows`, `tile_vectors` and `lanes` (which the
+    float and the int8 GEMM define): column tiles of `tile_columns`, row tiles of `tile_rows`."""
 
     rows: int
     columns: int
-    depth: int
-
-    @property
-    def lanes(self) -> int:
-        return host_vectors().lanes
-
-    @property
-    def tile_rows(self) -> int:
-        """MR, or fewer for a matrix with fewer rows (a GEMV keeps no idle accumulators)."""
-        return min(host_vectors().tile[0], self.rows)
-
-    @property
-    def tile_vectors(self) -> int:
-        return host_vectors().tile[1]
 
     @property
     def tile_columns(self) -> int:
@@ -85,8 +72,66 @@ class Gemm:
         """Columns in the last column tile."""
         return self.columns - (self.column_tiles - 1) * self.tile_columns
 
+
+@dataclass(frozen=True)
+class Gemm(TileGrid):
+    """The sizes of one C = A @ B and the register tile chosen for them (`choose_tile`)."""
+
+    rows: int
+    columns: int
+    depth: int
+
+    @property
+    def lanes(self) -> int:
+        return host_vectors().lanes
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(MR, NV) of the register tile."""
+        return choose_tile(self.rows, self.columns)
+
+    @property
+    def tile_rows(self) -> int:
+        """MR, or fewer for a matrix with fewer rows (a GEMV keeps no idle accumulators)."""
+        return min(self.shape[0], self.rows)
+
+    @property
+    def tile_vectors(self) -> int:
+        return self.shape[1]
+
     def flops(self) -> int:
         return 2 * self.rows * self.columns * self.depth
+
+
+TILE_SHAPES = ((8, 3), (6, 4))
+"""Register tiles (MR, NV) for a 32-register file, the usual one first: 24 accumulators, NV
+vectors of B and one broadcast of A in registers."""
+FMA_PIPELINE = 8
+"""Independent FMAs needed in flight to keep the FMA units busy (latency 4 x 2 units): a tile
+with fewer accumulators takes as long as one with this many."""
+
+
+def choose_tile(rows: int, columns: int) -> tuple[int, int]:
+    """The register tile of an rows x columns C: the fewest FMA issue slots over all tiles, edge
+    tiles included (a tile of r rows and v vectors costs max(r * v, FMA_PIPELINE)); on a tie, one
+    column tile beats several (each A panel is then streamed once: a 7 x 7 output, 49 columns, is
+    one 6 x 4 tile wide but a 48-column and a 1-column 8 x 3 tile), then the usual tile."""
+    return _choose_tile(rows, columns, host_vectors())
+
+
+@lru_cache(maxsize=None)
+def _choose_tile(rows: int, columns: int, target: VectorTarget) -> tuple[int, int]:
+    if target.registers < 32:
+        return target.tile
+    vectors = -(-columns // target.lanes)
+
+    def cost(shape: tuple[int, int]) -> tuple[int, bool, int]:
+        mr, nv = min(shape[0], rows), shape[1]
+        row_sizes = {mr: rows // mr, rows % mr: 1} if rows % mr else {mr: rows // mr}
+        column_sizes = {nv: vectors // nv, vectors % nv: 1} if vectors % nv else {nv: vectors // nv}
+        slots = sum(max(r * v, FMA_PIPELINE) * rn * vn for r, rn in row_sizes.items() for v, vn in column_sizes.items())
+        return slots, sum(column_sizes.values()) > 1, TILE_SHAPES.index(shape)
+    return min(TILE_SHAPES, key=cost)
 
 
 def vector_type(lanes: int) -> ir.VectorType:

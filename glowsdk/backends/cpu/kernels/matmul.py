@@ -6,9 +6,12 @@ weights (a fully-connected layer) is packed at compile time into [N/NR, K, NR]
 panels and otherwise read in place, row by row. Stacked element-wise
 instructions run as C is stored (epilogue.py); threads share the column tiles.
 
-Float64 keeps the simple (batch, row, k, column) loop: each row of C stays in
-cache while row k of B streams through it, and the innermost loop is a
-contiguous multiply-add LLVM vectorises ('contract' lets it fuse into FMA).
+Float64 and the plain integer kinds keep the simple (batch, row, k, column)
+loop: each row of C stays in cache while row k of B streams through it, and the
+innermost loop is a contiguous multiply-add LLVM vectorises ('contract' lets a
+float one fuse into FMA; integer ones wrap in the element kind, as numpy's do).
+So does an empty inner dim, whose product is all zeros (the micro-kernel's K loop
+runs at least once). 8-bit quantized operands run on the int8 GEMM (int8_gemm.py).
 """
 from __future__ import annotations
 
@@ -20,11 +23,12 @@ from llvmlite import ir
 
 from ....compiler.ir.function import Weight, base_of
 from ....graph.types import ElemKind
-from ..codegen.kinds import COMPUTE_FLOATS, element_pointer, i64, load, storage_type
+from ..codegen.kinds import COMPUTE_FLOATS, COMPUTE_INTS, element_pointer, i64, is_float, load, storage_type
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
 from .epilogue import stacked_epilogue
 from .gemm import Gemm, Panel, bias_init, emit_gemm, offset
+from .int8_matmul import QUANTIZED, accepts, emit_int8_matmul
 from .packing import pack_column_panels
 from .table import register
 
@@ -33,13 +37,18 @@ CONTRACT = ("contract",)
 
 
 def multiply_add(builder: ir.IRBuilder, pointer: ir.Value, left: ir.Value, right: ir.Value) -> None:
-    """*pointer += left * right, fusable into one FMA."""
+    """*pointer += left * right, fusable into one FMA (wrapping for integers)."""
+    total = builder.load(pointer, typ=left.type)
+    if isinstance(left.type, ir.IntType):
+        builder.store(builder.add(total, builder.mul(left, right)), pointer)
+        return
     product = builder.fmul(left, right, flags=CONTRACT)
-    builder.store(builder.fadd(builder.load(pointer, typ=left.type), product, flags=CONTRACT), pointer)
+    builder.store(builder.fadd(total, product, flags=CONTRACT), pointer)
 
 
-def _is_float32(instr: Any) -> bool:
-    return instr.types[0].elem is ElemKind.FLOAT32
+def _on_gemm(instr: Any) -> bool:
+    """Whether the float32 micro-kernel computes `instr` (a non-empty inner dim)."""
+    return instr.types[0].elem is ElemKind.FLOAT32 and instr.inputs[0].type.shape[-1] > 0
 
 
 def _matmul_gemm(ctx: KernelContext, step: Step) -> None:
@@ -95,7 +104,7 @@ def _matmul_loop(ctx: KernelContext, step: Step) -> None:
     kind = dest.type.elem
     builder = ctx.builder
     c, a, b = ctx.address(dest), ctx.address(lhs), ctx.address(rhs)
-    zero = ir.Constant(storage_type(kind), 0.0)
+    zero = ir.Constant(storage_type(kind), 0.0 if is_float(kind) else 0)
     with loop(builder, math.prod(batch), name="batch") as n:
         with loop(builder, rows, name="row") as m:
             lhs_row = builder.add(builder.mul(n, i64(rows)), m)
@@ -111,7 +120,13 @@ def _matmul_loop(ctx: KernelContext, step: Step) -> None:
 
 
 def _matmul(ctx: KernelContext, step: Step) -> None:
-    (_matmul_gemm if _is_float32(step.instrs[0]) else _matmul_loop)(ctx, step)
+    instr = step.instrs[0]
+    if instr.inputs[0].type.elem.is_quantized:
+        emit_int8_matmul(ctx, step)
+    elif _on_gemm(instr):
+        _matmul_gemm(ctx, step)
+    else:
+        _matmul_loop(ctx, step)
 
 
-register("MatMul", COMPUTE_FLOATS, _matmul, epilogue=_is_float32)
+register("MatMul", COMPUTE_FLOATS | COMPUTE_INTS | QUANTIZED, _matmul, accepts=accepts, epilogue=_on_gemm)

@@ -9,7 +9,10 @@ per-tap tables, window.py). So padding is never read and never wins a maximum
 output row, is a plain strided loop without bound checks that LLVM vectorises.
 An average then divides by the product of the per-dim tap counts (inside the
 input, plus the explicit pads with count_include_pad), also tabled. Max
-propagates NaN like numpy. Threads share the planes.
+propagates NaN like numpy, and takes integers (plain and quantized: the larger
+raw q) by their signedness. The pools that keep per-output state, the 8-bit
+quantized average and MaxPoolWithIndices, loop the other way (pool_taps.py).
+Threads share the planes.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from llvmlite import ir
 
 from ..codegen.kinds import (
     COMPUTE_FLOATS,
+    COMPUTE_INTS,
+    HALF_FLOATS,
     I64,
     element_pointer,
     i64,
@@ -27,6 +32,8 @@ from ..codegen.kinds import (
 )
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
+from .pool_taps import larger, lowest, max_pool_with_indices, quantized_average_pool
+from .quant import BYTE_QUANTIZED, QUANTIZED
 from .table import register
 from .window import Dim, spatial_strides, window_dims
 
@@ -38,6 +45,12 @@ evolution see the inner loop's constant stride and vectorise it."""
 def _pool(ctx: KernelContext, step: Step) -> None:
     instr = step.instrs[0]
     average = instr.kind == "AveragePool"
+    if average and instr.input.type.elem.is_quantized:
+        quantized_average_pool(ctx, step)
+        return
+    if instr.input.type.elem in HALF_FLOATS:  # stored as 16 bits: no running maximum in the output plane
+        max_pool_with_indices(ctx, step)
+        return
     dest, source = instr.operands[0], instr.input
     kind = dest.type.elem
     element = storage_type(kind)
@@ -48,7 +61,7 @@ def _pool(ctx: KernelContext, step: Step) -> None:
     plane_out = math.prod(d.out for d in dims)
     ranges = [(ctx.table(f"lo{i}", I64, [d.outputs_of_tap(t)[0] for t in range(d.kernel)]),
                ctx.table(f"hi{i}", I64, [d.outputs_of_tap(t)[1] for t in range(d.kernel)])) for i, d in enumerate(dims)]
-    identity = ir.Constant(element, 0.0 if average else float("-inf"))
+    identity = ir.Constant(element, 0.0) if average else lowest(kind)
     x, out = ctx.address(source), ctx.address(dest)
     start, stop = ctx.share(planes)
     with loop(builder, stop, start, name="plane") as p:
@@ -64,17 +77,10 @@ def _pool(ctx: KernelContext, step: Step) -> None:
             def combine(pointer: ir.Value, value: ir.Value) -> None:
                 current = builder.load(pointer, typ=element)
                 builder.store(builder.fadd(current, value, flags=("reassoc",)) if average
-                              else nan_max(builder, current, value), pointer)
+                              else larger(builder, kind, current, value), pointer)
             _fold(ctx, dims, taps, bounds, out, plane, x, image_plane, kind, combine)
         if average:
             _divide(ctx, instr, dims, out, plane, kind)
-
-
-def nan_max(builder: ir.IRBuilder, current: ir.Value, value: ir.Value) -> ir.Value:
-    """max(current, value), NaN if either is NaN, as compares and a select (which LLVM vectorises
-    to a compare-and-blend; llvm.maximum's x86 lowering kept this loop scalar)."""
-    keep = builder.or_(builder.fcmp_ordered(">=", current, value), builder.fcmp_unordered("uno", current, current))
-    return builder.select(keep, current, value)
 
 
 def _fold(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...], bounds: list[list[ir.Value]],
@@ -118,5 +124,6 @@ def _divide(ctx: KernelContext, instr, dims: list[Dim], out: ir.Value, plane: ir
             builder.store(builder.fdiv(builder.load(pointer, typ=element), count), pointer)
 
 
-register("MaxPool", COMPUTE_FLOATS, _pool)
-register("AveragePool", COMPUTE_FLOATS, _pool)
+register("MaxPool", COMPUTE_FLOATS | HALF_FLOATS | COMPUTE_INTS | QUANTIZED, _pool)
+register("AveragePool", COMPUTE_FLOATS | BYTE_QUANTIZED, _pool)
+register("MaxPoolWithIndices", COMPUTE_FLOATS | HALF_FLOATS | COMPUTE_INTS | QUANTIZED, max_pool_with_indices)

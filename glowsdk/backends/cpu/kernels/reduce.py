@@ -6,7 +6,9 @@ so LLVM vectorises them, as numpy's pairwise sum also reorders); the dims
 before it accumulate into the destination, which starts at the reduction's
 identity, so reducing a middle axis streams through memory with contiguous,
 vectorisable inner loops. Max and Min share the element-wise kinds' NaN
-propagating semantics (scalar.py).
+propagating semantics (scalar.py). float16 and bfloat16 accumulate in float32,
+as the reference does, so their partial results wait in float32 scratch memory
+and are rounded once, as they are stored.
 """
 from __future__ import annotations
 
@@ -17,10 +19,10 @@ import numpy as np
 from llvmlite import ir
 
 from ....graph.types import ElemKind
-from ..codegen.kinds import COMPUTE_INTS, I64, i64, is_float, load, store, value_type
+from ..codegen.kinds import COMPUTE_INTS, FLOATS, HALF_FLOATS, I64, i64, is_float, load, store, value_type
 from ..codegen.loops import linear_index, loop, loop_nest, row_major_strides
 from ..codegen.module import KernelContext, Step
-from .scalar import COMPUTE_FLOATS, SCALARS
+from .scalar import SCALARS
 from .table import register
 
 REASSOCIATE = ("reassoc", "contract")
@@ -78,19 +80,25 @@ def _reduce(ctx: KernelContext, step: Step) -> None:
     outer, inner = shape[:trailing], math.prod(shape[trailing:])
     accumulate_in_memory = any(i in axes for i in range(trailing))
     x, out = ctx.address(source), ctx.address(dest)
+    partial, partial_kind = out, kind  # where accumulation happens across the outer dims
+    if accumulate_in_memory and kind in HALF_FLOATS:
+        partial, partial_kind = ctx.scratch(4 * dest.type.size), ElemKind.FLOAT32
     if accumulate_in_memory:
         with loop(builder, dest.type.size, name="init") as i:
-            store(builder, identity, out, kind, i)
+            store(builder, identity, partial, partial_kind, i)
     acc = ctx.local(identity.type)
     source_strides = row_major_strides(shape)[:trailing]
     with loop_nest(builder, outer) as indices:
         at = linear_index(builder, indices, dest_strides[:trailing])
-        builder.store(load(builder, out, kind, at) if accumulate_in_memory else identity, acc)
+        builder.store(load(builder, partial, partial_kind, at) if accumulate_in_memory else identity, acc)
         base = linear_index(builder, indices, source_strides)
         with loop(builder, inner, name="r") as r:
             value = load(builder, x, kind, builder.add(base, r))
             builder.store(combine(ctx, instr, builder.load(acc, typ=identity.type), value), acc)
-        store(builder, builder.load(acc, typ=identity.type), out, kind, at)
+        store(builder, builder.load(acc, typ=identity.type), partial, partial_kind, at)
+    if partial is not out:
+        with loop(builder, dest.type.size, name="round") as i:
+            store(builder, load(builder, partial, partial_kind, i), out, kind, i)
 
 
 def _arg_extreme(ctx: KernelContext, step: Step) -> None:
@@ -133,6 +141,6 @@ def _better(builder: ir.IRBuilder, kind: ElemKind, predicate: str, value: ir.Val
 
 
 for _kind in COMBINE:
-    register(_kind, COMPUTE_FLOATS | COMPUTE_INTS, _reduce)
+    register(_kind, FLOATS | COMPUTE_INTS, _reduce)
 for _kind in ("ArgMax", "ArgMin"):
-    register(_kind, COMPUTE_FLOATS | COMPUTE_INTS, _arg_extreme)
+    register(_kind, FLOATS | COMPUTE_INTS, _arg_extreme)
