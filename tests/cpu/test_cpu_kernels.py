@@ -236,3 +236,13 @@ def test_profile_needs_the_profile_option():
     from glowsdk.backends.cpu.profile import profile_steps
     with pytest.raises(GlowError, match="profile option"):
         profile_steps(compiled, {"x0": np.zeros((2, 3), np.float32)})
+
+
+@pytest.mark.parametrize("size", [100, 3 << 20])
+def test_regions_are_zeroed_and_aligned_small_or_huge(size):
+    from glowsdk.backends.cpu.image import ALIGNMENT, HUGE_PAGE, aligned_bytes
+    region = aligned_bytes(size)
+    assert region.size == size and not region.any()
+    assert region.ctypes.data % (HUGE_PAGE if size >= HUGE_PAGE else ALIGNMENT) == 0
+    region[-1] = 7  # writable to its last byte
+    assert region[-1] == 7
