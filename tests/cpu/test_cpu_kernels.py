@@ -246,3 +246,12 @@ def test_regions_are_zeroed_and_aligned_small_or_huge(size):
     assert region.ctypes.data % (HUGE_PAGE if size >= HUGE_PAGE else ALIGNMENT) == 0
     region[-1] = 7  # writable to its last byte
     assert region[-1] == 7
+
+
+def test_the_bundle_guide_states_the_pool_size_the_module_uses():
+    from pathlib import Path
+
+    from glowsdk.backends.cpu.codegen.pool import POOL_BYTES, RUN, STOP, WORKER
+    guide = (Path(__file__).parents[2] / "vendor_guide" / "cpu_bundle.md").read_text()
+    assert f"`pool` is {POOL_BYTES} zeroed bytes" in guide
+    assert all(f"int32_t {name}(" in guide for name in (WORKER, RUN, STOP))
