@@ -55,11 +55,15 @@ def test_unsupported_ops_are_reported_not_computed():
         compile_function(fn, get_backend("cpu"))
 
 
-def test_unsupported_element_kind_is_reported():
+def test_unsupported_element_kind_is_reported(monkeypatch):
+    """An element kind a kind does not declare is reported, not computed (the table now declares
+    every primitive cell, so the test takes float16 out of MatMul's)."""
+    backend = get_backend("cpu")
+    monkeypatch.setitem(backend.primitives, "MatMul", backend.primitives["MatMul"] - {ElemKind.FLOAT16})
     fn = make([((3, 4), ElemKind.FLOAT16), ((4, 2), ElemKind.FLOAT16)],
               lambda fn, v: [fn.add(linalg.MatMul, v[0], v[1])])
     with pytest.raises(UnsupportedOpsError, match="MatMul"):
-        compile_function(fn, get_backend("cpu"))
+        compile_function(fn, backend)
 
 
 def test_unknown_option_is_one_line_error():

@@ -24,6 +24,8 @@ then for each input channel of the group and each filter tap, the plane gets wei
 times the input plane shifted by the tap. The output rows a tap reaches inside the
 input come from constant tables (window.py), so the innermost loop, along an output
 row, has no bound checks and LLVM vectorises it. Threads share the output channels.
+float16 and bfloat16 convolutions of every shape take this path, each plane summed
+in float32 scratch and rounded once, as the interpreter computes them.
 """
 from __future__ import annotations
 
@@ -37,11 +39,13 @@ from ....compiler.ir.function import Weight, base_of
 from ....graph.types import ElemKind
 from ..codegen.kinds import (
     COMPUTE_FLOATS,
+    HALF_FLOATS,
     I64,
     element_pointer,
     i64,
     load,
     storage_type,
+    store,
 )
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
@@ -161,15 +165,22 @@ def _conv_direct(ctx: KernelContext, step: Step) -> None:
                ctx.table(f"hi{i}", I64, [d.outputs_of_tap(t)[1] for t in range(d.kernel)])) for i, d in enumerate(dims)]
     out, x, w = ctx.address(dest), ctx.address(source), ctx.address(weights)
     b = ctx.address(bias) if bias is not None else None
-    zero = ir.Constant(storage_type(kind), 0.0)
+    half = kind in HALF_FLOATS
+    # The plane sums in the output itself, or for a half kind in this thread's float32 plane of
+    # scratch, rounded into the output once (the interpreter's float32 convolution, then cast).
+    acc_kind = ElemKind.FLOAT32 if half else kind
+    acc = offset(builder, ctx.scratch(MAX_THREADS * plane_out * 4),
+                 builder.mul(builder.zext(ctx.thread, I64), i64(plane_out))) if half else out
+    zero = ir.Constant(storage_type(acc_kind), 0.0)
     start, stop = ctx.share(images * filters)
     with loop(builder, stop, start, name="nm") as nm:
         n, m = builder.udiv(nm, i64(filters)), builder.urem(nm, i64(filters))
         g = builder.udiv(m, i64(per_group_out))
         plane = builder.mul(nm, i64(plane_out))
+        acc_plane = i64(0) if half else plane
         begin = load(builder, b, kind, m) if b is not None else zero
         with loop(builder, plane_out, name="init") as o:
-            builder.store(begin, element_pointer(builder, out, kind, builder.add(plane, o)))
+            builder.store(begin, element_pointer(builder, acc, acc_kind, builder.add(acc_plane, o)))
         with loop(builder, per_group_in, name="c") as c:
             channel = builder.add(builder.mul(g, i64(per_group_in)), c)
             image_plane = builder.mul(builder.add(builder.mul(n, i64(channels)), channel), i64(plane_in))
@@ -179,13 +190,17 @@ def _conv_direct(ctx: KernelContext, step: Step) -> None:
                 tap = builder.add(builder.mul(builder.add(builder.mul(t0, i64(taps[1])), t1), i64(taps[2])), t2)
                 weight = load(builder, w, kind, builder.add(filter_base, tap))
                 bounds = [[ctx.lookup(table, I64, t) for table in pair] for pair, t in zip(ranges, (t0, t1, t2))]
-                _accumulate(ctx, dims, (t0, t1, t2), bounds, weight, out, plane, x, image_plane, kind)
+                _accumulate(ctx, dims, (t0, t1, t2), bounds, weight, acc, acc_plane, x, image_plane, kind, acc_kind)
+        if half:
+            with loop(builder, plane_out, name="round") as o:
+                store(builder, load(builder, acc, acc_kind, o), out, kind, builder.add(plane, o))
 
 
 def _accumulate(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...], bounds: list[list[ir.Value]],
                 weight: ir.Value, out: ir.Value, plane: ir.Value, x: ir.Value, image_plane: ir.Value,
-                kind: ElemKind) -> None:
-    """out[plane + o] += weight * x[image_plane + position(o, tap)] over the output box `bounds`."""
+                kind: ElemKind, out_kind: ElemKind) -> None:
+    """out[plane + o] += weight * x[image_plane + position(o, tap)] over the output box `bounds`
+    (x of `kind`, out holding `out_kind`)."""
     builder = ctx.builder
 
     def position(index: ir.Value, tap: ir.Value, dim: Dim) -> ir.Value:
@@ -199,7 +214,7 @@ def _accumulate(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...],
         in_row = builder.add(image_plane, builder.mul(builder.add(builder.mul(position(o0, taps[0], d0), i64(d1.size)),
                                                                   position(o1, taps[1], d1)), i64(d2.size)))
         with loop(builder, bounds[2][1], bounds[2][0], name="o2") as o2:
-            pointer = element_pointer(builder, out, kind, builder.add(out_row, o2))
+            pointer = element_pointer(builder, out, out_kind, builder.add(out_row, o2))
             value = load(builder, x, kind, builder.add(in_row, position(o2, taps[2], d2)))
             multiply_add(builder, pointer, weight, value)
 
@@ -223,4 +238,4 @@ def _conv(ctx: KernelContext, step: Step) -> None:
     next(build for _, applies, build in CONV_RULES if applies(instr))(ctx, step)
 
 
-register("Conv", COMPUTE_FLOATS | QUANTIZED, _conv, accepts=int8_accepts, epilogue=_is_gemm)
+register("Conv", COMPUTE_FLOATS | HALF_FLOATS | QUANTIZED, _conv, accepts=int8_accepts, epilogue=_is_gemm)

@@ -11,7 +11,9 @@ loop: each row of C stays in cache while row k of B streams through it, and the
 innermost loop is a contiguous multiply-add LLVM vectorises ('contract' lets a
 float one fuse into FMA; integer ones wrap in the element kind, as numpy's do).
 So does an empty inner dim, whose product is all zeros (the micro-kernel's K loop
-runs at least once). 8-bit quantized operands run on the int8 GEMM (int8_gemm.py).
+runs at least once). float16 and bfloat16 take that loop too, summing each row in
+float32 scratch and rounding it into C once, as the interpreter computes them
+(in float32, then cast). 8-bit quantized operands run on the int8 GEMM (int8_gemm.py).
 """
 from __future__ import annotations
 
@@ -23,7 +25,17 @@ from llvmlite import ir
 
 from ....compiler.ir.function import Weight, base_of
 from ....graph.types import ElemKind
-from ..codegen.kinds import COMPUTE_FLOATS, COMPUTE_INTS, element_pointer, i64, is_float, load, storage_type
+from ..codegen.kinds import (
+    COMPUTE_FLOATS,
+    COMPUTE_INTS,
+    HALF_FLOATS,
+    element_pointer,
+    i64,
+    is_float,
+    load,
+    storage_type,
+    store,
+)
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
 from .epilogue import stacked_epilogue
@@ -104,19 +116,28 @@ def _matmul_loop(ctx: KernelContext, step: Step) -> None:
     kind = dest.type.elem
     builder = ctx.builder
     c, a, b = ctx.address(dest), ctx.address(lhs), ctx.address(rhs)
-    zero = ir.Constant(storage_type(kind), 0.0 if is_float(kind) else 0)
+    half = kind in HALF_FLOATS
+    # A row of C sums in C itself, or for a half kind in a float32 row of scratch that is rounded
+    # into C once (the interpreter's float32 product, cast to the half kind).
+    acc_kind = ElemKind.FLOAT32 if half else kind
+    acc = ctx.scratch(columns * 4) if half else c
+    zero = ir.Constant(storage_type(acc_kind), 0.0 if is_float(kind) else 0)
     with loop(builder, math.prod(batch), name="batch") as n:
         with loop(builder, rows, name="row") as m:
             lhs_row = builder.add(builder.mul(n, i64(rows)), m)
             row = builder.mul(lhs_row, i64(columns))
+            acc_row = i64(0) if half else row
             with loop(builder, columns, name="clear") as j:
-                builder.store(zero, element_pointer(builder, c, kind, builder.add(row, j)))
+                builder.store(zero, element_pointer(builder, acc, acc_kind, builder.add(acc_row, j)))
             with loop(builder, inner, name="k") as k:
                 left = load(builder, a, kind, builder.add(builder.mul(lhs_row, i64(inner)), k))
                 rhs_row = builder.mul(builder.add(builder.mul(n, i64(inner)), k), i64(columns))
                 with loop(builder, columns, name="col") as j:
-                    multiply_add(builder, element_pointer(builder, c, kind, builder.add(row, j)), left,
+                    multiply_add(builder, element_pointer(builder, acc, acc_kind, builder.add(acc_row, j)), left,
                                  load(builder, b, kind, builder.add(rhs_row, j)))
+            if half:
+                with loop(builder, columns, name="round") as j:
+                    store(builder, load(builder, acc, acc_kind, j), c, kind, builder.add(row, j))
 
 
 def _matmul(ctx: KernelContext, step: Step) -> None:
@@ -129,4 +150,4 @@ def _matmul(ctx: KernelContext, step: Step) -> None:
         _matmul_loop(ctx, step)
 
 
-register("MatMul", COMPUTE_FLOATS | COMPUTE_INTS | QUANTIZED, _matmul, accepts=accepts, epilogue=_on_gemm)
+register("MatMul", COMPUTE_FLOATS | HALF_FLOATS | COMPUTE_INTS | QUANTIZED, _matmul, accepts=accepts, epilogue=_on_gemm)

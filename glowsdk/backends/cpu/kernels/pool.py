@@ -10,7 +10,9 @@ output row, is a plain strided loop without bound checks that LLVM vectorises.
 An average then divides by the product of the per-dim tap counts (inside the
 input, plus the explicit pads with count_include_pad), also tabled. Max
 propagates NaN like numpy, and takes integers (plain and quantized: the larger
-raw q) by their signedness. The pools that keep per-output state, the 8-bit
+raw q) by their signedness. float16 and bfloat16 fold into a float32 plane in
+scratch (one per thread), rounded into the output once: the interpreter computes
+them in float32 and casts. The pools that keep per-output state, the 8-bit
 quantized average and MaxPoolWithIndices, loop the other way (pool_taps.py).
 Threads share the planes.
 """
@@ -20,6 +22,7 @@ import math
 
 from llvmlite import ir
 
+from ....graph.types import ElemKind
 from ..codegen.kinds import (
     COMPUTE_FLOATS,
     COMPUTE_INTS,
@@ -29,9 +32,11 @@ from ..codegen.kinds import (
     i64,
     load,
     storage_type,
+    store,
 )
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
+from ..codegen.threads import MAX_THREADS
 from .pool_taps import larger, lowest, max_pool_with_indices, quantized_average_pool
 from .quant import BYTE_QUANTIZED, QUANTIZED
 from .table import register
@@ -48,12 +53,11 @@ def _pool(ctx: KernelContext, step: Step) -> None:
     if average and instr.input.type.elem.is_quantized:
         quantized_average_pool(ctx, step)
         return
-    if instr.input.type.elem in HALF_FLOATS:  # stored as 16 bits: no running maximum in the output plane
-        max_pool_with_indices(ctx, step)
-        return
     dest, source = instr.operands[0], instr.input
     kind = dest.type.elem
-    element = storage_type(kind)
+    half = kind in HALF_FLOATS
+    acc_kind = ElemKind.FLOAT32 if half else kind
+    element = storage_type(acc_kind)
     builder = ctx.builder
     dims = window_dims(instr)
     planes = math.prod(source.type.shape[:2])
@@ -63,12 +67,17 @@ def _pool(ctx: KernelContext, step: Step) -> None:
                ctx.table(f"hi{i}", I64, [d.outputs_of_tap(t)[1] for t in range(d.kernel)])) for i, d in enumerate(dims)]
     identity = ir.Constant(element, 0.0) if average else lowest(kind)
     x, out = ctx.address(source), ctx.address(dest)
+    # The plane folds in the output itself, or for a half kind in this thread's float32 plane of
+    # scratch, rounded into the output once (the interpreter computes halves in float32).
+    acc = element_pointer(builder, ctx.scratch(MAX_THREADS * plane_out * 4), acc_kind,
+                          builder.mul(builder.zext(ctx.thread, I64), i64(plane_out))) if half else out
     start, stop = ctx.share(planes)
     with loop(builder, stop, start, name="plane") as p:
         plane = builder.mul(p, i64(plane_out))
+        acc_plane = i64(0) if half else plane
         image_plane = builder.mul(p, i64(plane_in))
         with loop(builder, plane_out, name="init") as o:
-            builder.store(identity, element_pointer(builder, out, kind, builder.add(plane, o)))
+            builder.store(identity, element_pointer(builder, acc, acc_kind, builder.add(acc_plane, o)))
         with loop(builder, dims[0].kernel, name="t0") as t0, loop(builder, dims[1].kernel, name="t1") as t1, \
                 loop(builder, dims[2].kernel, name="t2") as t2:
             taps = (t0, t1, t2)
@@ -78,14 +87,19 @@ def _pool(ctx: KernelContext, step: Step) -> None:
                 current = builder.load(pointer, typ=element)
                 builder.store(builder.fadd(current, value, flags=("reassoc",)) if average
                               else larger(builder, kind, current, value), pointer)
-            _fold(ctx, dims, taps, bounds, out, plane, x, image_plane, kind, combine)
+            _fold(ctx, dims, taps, bounds, acc, acc_plane, x, image_plane, kind, acc_kind, combine)
         if average:
-            _divide(ctx, instr, dims, out, plane, kind)
+            _divide(ctx, instr, dims, acc, acc_plane, acc_kind)
+        if half:
+            with loop(builder, plane_out, name="round") as o:
+                store(builder, load(builder, acc, acc_kind, o), out, kind, builder.add(plane, o))
 
 
 def _fold(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...], bounds: list[list[ir.Value]],
-          out: ir.Value, plane: ir.Value, x: ir.Value, image_plane: ir.Value, kind, combine) -> None:
-    """combine(&out[plane + o], x[image_plane + position(o, tap)]) over the output box `bounds`."""
+          out: ir.Value, plane: ir.Value, x: ir.Value, image_plane: ir.Value, kind: ElemKind, out_kind: ElemKind,
+          combine) -> None:
+    """combine(&out[plane + o], x[image_plane + position(o, tap)]) over the output box `bounds`
+    (x of `kind`, out holding `out_kind`)."""
     builder = ctx.builder
     in_strides = spatial_strides(dims, "size")
 
@@ -106,7 +120,7 @@ def _fold(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...], bound
                                       mul(position(o1, taps[1], d1), in_strides[1])))
         with loop(builder, bounds[2][1], bounds[2][0], name="o2") as o2:
             value = load(builder, x, kind, add(in_row, position(o2, taps[2], d2)))
-            combine(element_pointer(builder, out, kind, add(out_row, o2)), value)
+            combine(element_pointer(builder, out, out_kind, add(out_row, o2)), value)
 
 
 def _divide(ctx: KernelContext, instr, dims: list[Dim], out: ir.Value, plane: ir.Value, kind) -> None:
@@ -125,5 +139,5 @@ def _divide(ctx: KernelContext, instr, dims: list[Dim], out: ir.Value, plane: ir
 
 
 register("MaxPool", COMPUTE_FLOATS | HALF_FLOATS | COMPUTE_INTS | QUANTIZED, _pool)
-register("AveragePool", COMPUTE_FLOATS | BYTE_QUANTIZED, _pool)
+register("AveragePool", COMPUTE_FLOATS | HALF_FLOATS | BYTE_QUANTIZED, _pool)
 register("MaxPoolWithIndices", COMPUTE_FLOATS | HALF_FLOATS | COMPUTE_INTS | QUANTIZED, max_pool_with_indices)

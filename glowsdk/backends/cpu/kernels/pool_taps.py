@@ -75,16 +75,15 @@ def index_steps(dims: list[Dim], rank: int, column_major: bool) -> list[int]:
 
 
 def max_pool_with_indices(ctx: KernelContext, step: Step) -> None:
-    """Per output position, the running maximum over the window and the flat index of its winner
-    (a MaxPool's kernel too where the plane fold cannot store as it goes: the half floats)."""
+    """Per output position, the running maximum over the window and the flat index of its winner."""
     instr = step.instrs[0]
     builder = ctx.builder
     source = instr.input
-    result, indices = instr.operands[:2] if instr.kind == "MaxPoolWithIndices" else (instr.operands[0], None)
+    result, indices = instr.operands[:2]
     kind = source.type.elem
     dims = window_dims(instr)
     rank = source.type.rank - 2
-    steps = index_steps(dims, rank, indices is not None and instr.column_major)
+    steps = index_steps(dims, rank, instr.column_major)
     plane_in = math.prod(d.size for d in dims)
     x, out = ctx.address(source), ctx.address(result)
     best_slot, winner_slot = ctx.local(value_type(kind), "best"), ctx.local(I64, "winner")
@@ -124,8 +123,7 @@ def max_pool_with_indices(ctx: KernelContext, step: Step) -> None:
             builder.store(larger(builder, kind, best, value), best_slot)
         position = _output_position(builder, p, outputs, dims)
         store(builder, builder.load(best_slot), out, result.type.elem, position)
-        if indices is not None:
-            store(builder, builder.load(winner_slot), ctx.address(indices), ElemKind.INT64, position)
+        store(builder, builder.load(winner_slot), ctx.address(indices), ElemKind.INT64, position)
 
 
 def _output_position(builder: ir.IRBuilder, plane: ir.Value, outputs: tuple[ir.Value, ...],

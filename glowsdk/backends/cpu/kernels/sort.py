@@ -7,7 +7,9 @@ met first, the lower index, stays ahead) and the worst kept entry falls off
 the end. That is O(n * k) per slice with no scratch memory, and TopK's k is
 small next to n in the networks that use it. A float NaN is the greatest
 value, as in numpy's sort: first when the largest are asked for, last
-otherwise.
+otherwise. Elements move as their stored bits and are compared as their values
+(float16 and bfloat16 widened to float32, exactly), so every kept element,
+a NaN's payload too, is the input's own.
 """
 from __future__ import annotations
 
@@ -17,7 +19,19 @@ from typing import Callable
 from llvmlite import ir
 
 from ....graph.types import ElemKind
-from ..codegen.kinds import COMPUTE_FLOATS, COMPUTE_INTS, I64, i64, is_float, load, store
+from ..codegen.kinds import (
+    COMPUTE_FLOATS,
+    COMPUTE_INTS,
+    HALF_FLOATS,
+    I64,
+    element_pointer,
+    i64,
+    is_float,
+    load,
+    storage_type,
+    store,
+    widen_half,
+)
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
 from .table import register
@@ -43,7 +57,12 @@ def _top_k(ctx: KernelContext, step: Step) -> None:
     outer, length, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
     x, out_values, out_indices = ctx.address(source), ctx.address(values), ctx.address(indices)
 
+    def key(raw: ir.Value) -> ir.Value:
+        return widen_half(builder, raw, kind) if kind in HALF_FLOATS else raw
+
     def better(a: ir.Value, b: ir.Value) -> ir.Value:
+        """Whether stored element `a` goes ahead of stored element `b`."""
+        a, b = key(a), key(b)
         return greater(builder, kind, a, b) if instr.largest else greater(builder, kind, b, a)
 
     with loop(builder, outer, name="a") as a, loop(builder, inner, name="b") as b:
@@ -54,17 +73,19 @@ def _top_k(ctx: KernelContext, step: Step) -> None:
             return builder.add(dest_base, builder.mul(position, i64(inner)))
 
         with loop(builder, length, name="r") as r:
-            value = load(builder, x, kind, builder.add(source_base, builder.mul(r, i64(inner))))
+            value = _load_bits(builder, x, kind, builder.add(source_base, builder.mul(r, i64(inner))))
             _insert(ctx, kind, value, r, k, better, slot, out_values, out_indices)
 
 
 def _insert(ctx: KernelContext, kind: ElemKind, value: ir.Value, index: ir.Value, k: int,
-            better: Callable[[ir.Value, ir.Value], ir.Value], slot: Callable[[ir.Value], ir.Value], out_values: ir.Value, out_indices: ir.Value) -> None:
-    """Insert (value, index) into the sorted list of min(index, k) kept entries, keeping at most k."""
+            better: Callable[[ir.Value, ir.Value], ir.Value], slot: Callable[[ir.Value], ir.Value],
+            out_values: ir.Value, out_indices: ir.Value) -> None:
+    """Insert (value, index) into the sorted list of min(index, k) kept entries, keeping at most k
+    (`value` and the entries as stored, `better` comparing two such)."""
     builder = ctx.builder
     kept = builder.select(builder.icmp_signed("<", index, i64(k)), index, i64(k))
     full = builder.icmp_signed("==", kept, i64(k))
-    last = load(builder, out_values, kind, slot(i64(k - 1)))
+    last = _load_bits(builder, out_values, kind, slot(i64(k - 1)))
     enters = builder.or_(builder.not_(full), better(value, last))
     with builder.if_then(enters):
         start = builder.select(full, i64(k - 1), kept)
@@ -80,18 +101,23 @@ def _insert(ctx: KernelContext, kind: ElemKind, value: ir.Value, index: ir.Value
         previous = builder.sub(position, i64(1))
         at_front = builder.icmp_signed("==", position, i64(0))
         front = builder.select(at_front, i64(0), previous)
-        ahead = load(builder, out_values, kind, slot(front))
+        ahead = _load_bits(builder, out_values, kind, slot(front))
         moves = builder.and_(builder.not_(at_front), better(value, ahead))
         builder.cbranch(moves, body, done)
         builder.position_at_end(body)
-        store(builder, ahead, out_values, kind, slot(position))
+        builder.store(ahead, element_pointer(builder, out_values, kind, slot(position)))
         store(builder, load(builder, out_indices, ElemKind.INT64, slot(previous)), out_indices, ElemKind.INT64,
               slot(position))
         position.add_incoming(previous, body)
         builder.branch(head)
         builder.position_at_end(done)
-        store(builder, value, out_values, kind, slot(position))
+        builder.store(value, element_pointer(builder, out_values, kind, slot(position)))
         store(builder, index, out_indices, ElemKind.INT64, slot(position))
 
 
-register("TopK", COMPUTE_FLOATS | COMPUTE_INTS, _top_k)
+def _load_bits(builder: ir.IRBuilder, base: ir.Value, kind: ElemKind, index: ir.Value) -> ir.Value:
+    """Element `index` as stored (a half float's 16 bits, not its float32 value)."""
+    return builder.load(element_pointer(builder, base, kind, index), typ=storage_type(kind))
+
+
+register("TopK", COMPUTE_FLOATS | HALF_FLOATS | COMPUTE_INTS, _top_k)
