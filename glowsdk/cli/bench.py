@@ -154,11 +154,17 @@ def relative_difference(got: Mapping[str, np.ndarray], want: Mapping[str, np.nda
     return max(float(np.abs(got[k].astype(np.float64) - w).max(initial=0.0)) for k, w in want.items()) / scale
 
 
+SETTLE_SECONDS = 0.2
+"""Pause before each block of multi-threaded runs, long enough for the other side's workers to
+stop spinning and go to sleep."""
+
+
 def timing_blocks(repeat: int, threads: int) -> list[int]:
     """How many timed runs each side makes in a row, turn by turn. One thread: the sides alternate
     run by run, so both see the same machine state. More threads: two blocks per side, each after
     an untimed run, because both runtimes keep their worker threads spinning for a while after a
-    run, and an interleaved peer's spinning workers would be timed as the other side's cost."""
+    run, and an interleaved peer's spinning workers would be timed as the other side's cost (a
+    block starts SETTLE_SECONDS after the other side's, with one untimed run)."""
     if threads == 1:
         return [1] * repeat
     half = -(-repeat // 2)
@@ -190,6 +196,7 @@ def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | No
     for block in timing_blocks(repeat, threads or 1):
         for run, side in zip(runners, sides):
             if block > 1:
+                time.sleep(SETTLE_SECONDS)
                 run(feeds)
             for _ in range(block):
                 begin = time.perf_counter()
