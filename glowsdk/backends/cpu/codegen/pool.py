@@ -6,10 +6,11 @@ runs inside the machine code. The host (parallel.py) allocates a zeroed pool
 state of POOL_BYTES, starts `threads - 1` threads that each call
 `glowsdk_worker(state, index)` once (it returns only when the pool stops), and
 runs the network with `glowsdk_run(state, constants, activations, placeholders,
-threads)`: it publishes the job, runs thread 0's share itself, and waits for
-the workers, and returns 0 or the status of a thread that failed. A worker waits for a new job by spinning (x86 `pause`), then
-yielding the core, then sleeping in growing naps up to IDLE_NAP_US, so an idle
-pool costs almost no CPU while back-to-back runs start within a microsecond.
+threads)`: it publishes the job, runs thread 0's share itself, waits for the
+workers, and returns 0 or the status of a thread that failed. A worker waits
+for a new job by spinning (x86 `pause`), then yielding the core, then sleeping
+in growing naps (threads.back_off), so an idle pool costs almost no CPU while
+back-to-back runs start within a microsecond.
 `glowsdk_pool_stop(state)` makes every worker return.
 
 The state, one cache line per field: the job generation (0 before the first
@@ -21,14 +22,12 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .kinds import I8, I32, PTR, i64
-from .threads import libc, pause
+from .threads import back_off
 
 WORKER, RUN, STOP = "glowsdk_worker", "glowsdk_run", "glowsdk_pool_stop"
 GENERATION, DONE, STOPPED, JOB, STATUS = 0, 64, 128, 192, 256
 POOL_BYTES = 320
 """Bytes of pool state the host allocates (zeroed, 64-byte aligned)."""
-SPINS, YIELDS, IDLE_NAP_US = 2000, 200, 1000
-"""A waiting worker spins SPINS times, yields YIELDS times, then naps 50 us doubling up to IDLE_NAP_US."""
 
 
 def add_pool(module: ir.Module, thread_entry: ir.Function) -> None:
@@ -81,7 +80,7 @@ def _define_worker(module: ir.Module, thread_entry: ir.Function) -> None:
     builder.cbranch(builder.icmp_unsigned("!=", now, seen), job, idle)
 
     builder.position_at_end(idle)
-    _back_off(builder, tries)
+    back_off(builder, tries, nap=True)
     seen.add_incoming(seen, builder.block)
     tries.add_incoming(builder.add(tries, ir.Constant(I32, 1)), builder.block)
     builder.branch(wait)
@@ -103,28 +102,6 @@ def _define_worker(module: ir.Module, thread_entry: ir.Function) -> None:
 
     builder.position_at_end(stop)
     builder.ret(ir.Constant(I32, 0))
-
-
-def _back_off(builder: ir.IRBuilder, tries: ir.Value) -> None:
-    """One wait step after `tries` earlier ones: pause, yield, or nap (see SPINS)."""
-    module = builder.module
-    spinning = builder.icmp_unsigned("<", tries, ir.Constant(I32, SPINS))
-    with builder.if_else(spinning) as (spin, slower):
-        with spin:
-            pause(builder)
-        with slower:
-            yielding = builder.icmp_unsigned("<", tries, ir.Constant(I32, SPINS + YIELDS))
-            with builder.if_else(yielding) as (yield_, nap):
-                with yield_:
-                    builder.call(libc(module, "sched_yield", []), [])
-                with nap:
-                    doublings = builder.sub(tries, ir.Constant(I32, SPINS + YIELDS))
-                    small = builder.icmp_unsigned("<", doublings, ir.Constant(I32, 5))
-                    shift = builder.select(small, doublings, ir.Constant(I32, 5))
-                    micros = builder.shl(ir.Constant(I32, 50), shift)
-                    cap = ir.Constant(I32, IDLE_NAP_US)
-                    micros = builder.select(builder.icmp_unsigned("<", micros, cap), micros, cap)
-                    builder.call(libc(module, "usleep", [I32]), [micros])
 
 
 def _define_run(module: ir.Module, thread_entry: ir.Function) -> None:
@@ -153,7 +130,7 @@ def _define_run(module: ir.Module, thread_entry: ir.Function) -> None:
     finished = builder.load_atomic(done, "acquire", 4, typ=I32)
     builder.cbranch(builder.icmp_unsigned("<", finished, workers), wait, after)
     builder.position_at_end(wait)
-    _back_off(builder, tries)
+    back_off(builder, tries, nap=True)
     tries.add_incoming(builder.add(tries, ir.Constant(I32, 1)), builder.block)
     builder.branch(join)
     builder.position_at_end(after)

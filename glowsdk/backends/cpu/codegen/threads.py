@@ -21,8 +21,9 @@ from .kinds import I8, I32, I64, i64
 
 BARRIER_BYTES = 128
 """Counter and generation, on separate cache lines."""
-SPINS = 4000
-"""Barrier tries spent spinning before each further try yields the core (POSIX sched_yield)."""
+SPINS, YIELDS, IDLE_NAP_US = 4000, 200, 1000
+"""A waiter spins SPINS tries, then yields the core (POSIX sched_yield) at every try; an idle pool
+worker yields YIELDS times, then naps 50 us doubling up to IDLE_NAP_US (back_off)."""
 MAX_THREADS = 16
 """Kernels size per-thread scratch for this many threads; the backend refuses more."""
 
@@ -45,9 +46,9 @@ def emit_barrier(builder: ir.IRBuilder, address: ir.Value, threads: ir.Value) ->
 
 
 def _wait(builder: ir.IRBuilder, generation: ir.Value, seen: ir.Value) -> None:
-    """Spin (with x86's `pause`) until `generation` moves on from `seen`; after SPINS tries,
-    yield the core at every try, so a descheduled thread we wait for can run."""
-    module, function = builder.module, builder.function
+    """Wait until `generation` moves on from `seen`: spin, then yield the core at every try (see
+    back_off), so a descheduled thread we wait for can run."""
+    function = builder.function
     before = builder.block
     spin = function.append_basic_block("barrier.spin")
     done = function.append_basic_block("barrier.done")
@@ -55,13 +56,43 @@ def _wait(builder: ir.IRBuilder, generation: ir.Value, seen: ir.Value) -> None:
     builder.position_at_end(spin)
     tries = builder.phi(I32, name="tries")
     tries.add_incoming(ir.Constant(I32, 0), before)
-    pause(builder)
-    with builder.if_then(builder.icmp_unsigned(">=", tries, ir.Constant(I32, SPINS)), likely=False):
-        builder.call(libc(module, "sched_yield", []), [])
+    back_off(builder, tries, nap=False)
     now = builder.load_atomic(generation, "acquire", 4, typ=I32)
     tries.add_incoming(builder.add(tries, ir.Constant(I32, 1)), builder.block)
     builder.cbranch(builder.icmp_unsigned("==", now, seen), spin, done)
     builder.position_at_end(done)
+
+
+def back_off(builder: ir.IRBuilder, tries: ir.Value, nap: bool) -> None:
+    """One wait step after `tries` earlier ones: `pause` for the first SPINS, then yield the core;
+    with `nap` (an idle pool worker, pool.py), after YIELDS yields sleep 50 us, doubling up to
+    IDLE_NAP_US, so an idle worker costs almost no CPU."""
+    module = builder.module
+    spinning = builder.icmp_unsigned("<", tries, ir.Constant(I32, SPINS))
+    with builder.if_else(spinning) as (spin, slower):
+        with spin:
+            pause(builder)
+        with slower:
+            if nap:
+                _yield_or_nap(builder, tries)
+            else:
+                builder.call(libc(module, "sched_yield", []), [])
+
+
+def _yield_or_nap(builder: ir.IRBuilder, tries: ir.Value) -> None:
+    module = builder.module
+    yielding = builder.icmp_unsigned("<", tries, ir.Constant(I32, SPINS + YIELDS))
+    with builder.if_else(yielding) as (yield_, sleep):
+        with yield_:
+            builder.call(libc(module, "sched_yield", []), [])
+        with sleep:
+            doublings = builder.sub(tries, ir.Constant(I32, SPINS + YIELDS))
+            small = builder.icmp_unsigned("<", doublings, ir.Constant(I32, 5))
+            shift = builder.select(small, doublings, ir.Constant(I32, 5))
+            micros = builder.shl(ir.Constant(I32, 50), shift)
+            cap = ir.Constant(I32, IDLE_NAP_US)
+            micros = builder.select(builder.icmp_unsigned("<", micros, cap), micros, cap)
+            builder.call(libc(module, "usleep", [I32]), [micros])
 
 
 def pause(builder: ir.IRBuilder) -> None:

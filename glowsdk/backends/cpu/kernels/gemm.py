@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable
 
 from llvmlite import ir
 
@@ -255,47 +255,61 @@ RowsOf = Callable[[ir.Value], Panel]
 """Row tile index -> its A panel."""
 
 
+TileCode = Callable[[Any, ir.Value, ir.Value, int, int], None]
+"""(column tile state, column tile index, row tile index, columns in the tile, rows in the tile)
+-> emits one tile; the sizes are compile-time constants (edge tiles are separate code)."""
+
+
+def each_tile(ctx: KernelContext, grid: TileGrid, column_range: tuple[ir.Value, ir.Value],
+              row_range: tuple[ir.Value, ir.Value], enter_column: Callable[[ir.Value], Any], tile: TileCode) -> None:
+    """Emit `tile` for every column tile in `column_range` and, inside it, every row tile in
+    `row_range`; `enter_column(nt)` runs once per column tile first (packing its B panel) and what
+    it returns is passed to `tile`. The last row and column tiles get their own specialised code."""
+    builder = ctx.builder
+    full_rows, edge_rows = divmod(grid.rows, grid.tile_rows)
+    with loop(builder, column_range[1], column_range[0], name="nt") as nt:
+        state = enter_column(nt)
+
+        def row_tiles(columns: int) -> None:
+            start, stop = row_range
+            if full_rows:
+                last_full = i64(full_rows)
+                bound = builder.select(builder.icmp_unsigned("<", stop, last_full), stop, last_full)
+                with loop(builder, bound, start, name="mt") as mt:
+                    tile(state, nt, mt, columns, grid.tile_rows)
+            if edge_rows:
+                with builder.if_then(builder.icmp_unsigned("==", stop, i64(grid.row_tiles))):
+                    tile(state, nt, i64(full_rows), columns, edge_rows)
+
+        edge, nr = grid.edge_columns(), grid.tile_columns
+        if edge == nr:
+            row_tiles(nr)
+        else:
+            last = builder.icmp_unsigned("==", nt, i64(grid.column_tiles - 1))
+            with builder.if_else(last) as (then, otherwise):
+                with then:
+                    row_tiles(edge)
+                with otherwise:
+                    row_tiles(nr)
+
+
 def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of: PanelOf, c: ir.Value,
               ldc: int, init: Init, epilogue: Epilogue | None = None) -> None:
     """C = A @ B over every tile, this thread's share of them (see `splits_rows`).
     `a_padded`: A panels hold zero rows past `rows`, so the last row tile may read them."""
     builder = ctx.builder
     mr, nr = gemm.tile_rows, gemm.tile_columns
-    full_rows, edge_rows = divmod(gemm.rows, mr)
     if splits_rows(gemm):
         column_range, row_range = (i64(0), i64(gemm.column_tiles)), ctx.share(gemm.row_tiles)
     else:
         column_range, row_range = ctx.share(gemm.column_tiles), (i64(0), i64(gemm.row_tiles))
-    with loop(builder, column_range[1], column_range[0], name="nt") as nt:
-        panel = b_of(nt)
-        c_tile = builder.mul(nt, i64(nr))
 
-        def row_tiles(columns: int) -> None:
-            def one(mt: ir.Value, c_rows: int) -> None:
-                a_rows = mr if a_padded else c_rows
-                first = builder.mul(mt, i64(mr))
-                micro_kernel(ctx, gemm, a_of(mt), a_rows, panel, columns, lambda r: init(first, r),
-                             c, builder.add(c_tile, builder.mul(first, i64(ldc))), ldc, c_rows, epilogue)
-            start, stop = row_range
-            if full_rows:
-                last_full = i64(full_rows)
-                bound = builder.select(builder.icmp_unsigned("<", stop, last_full), stop, last_full)
-                with loop(builder, bound, start, name="mt") as mt:
-                    one(mt, mr)
-            if edge_rows:
-                with builder.if_then(builder.icmp_unsigned("==", stop, i64(gemm.row_tiles))):
-                    one(i64(full_rows), edge_rows)
-
-        edge = gemm.edge_columns()
-        if edge == nr:
-            row_tiles(nr)
-        else:
-            last = builder.icmp_unsigned("==", nt, i64(gemm.column_tiles - 1))
-            with builder.if_else(last) as (then, otherwise):
-                with then:
-                    row_tiles(edge)
-                with otherwise:
-                    row_tiles(nr)
+    def tile(panel: Panel, nt: ir.Value, mt: ir.Value, columns: int, c_rows: int) -> None:
+        first = builder.mul(mt, i64(mr))
+        c_at = builder.add(builder.mul(nt, i64(nr)), builder.mul(first, i64(ldc)))
+        micro_kernel(ctx, gemm, a_of(mt), mr if a_padded else c_rows, panel, columns, lambda r: init(first, r),
+                     c, c_at, ldc, c_rows, epilogue)
+    each_tile(ctx, gemm, column_range, row_range, b_of, tile)
 
 
 SPLIT_TILES = 8

@@ -34,11 +34,10 @@ from typing import Callable
 from llvmlite import ir
 
 from ..codegen.kinds import I1, I8, I32, I64, PTR, i64
-from ..codegen.loops import loop
 from ..codegen.module import KernelContext
 from ..codegen.target import host_vectors
 from ..jit import host_cpu
-from .gemm import TileGrid
+from .gemm import TileGrid, each_tile
 
 GROUP = 4
 """k values per 32-bit lane of one dot product."""
@@ -211,34 +210,13 @@ def emit_int_gemm(ctx: KernelContext, gemm: IntGemm, a_panels: ir.Value, rows: R
     """C = (A - zA) @ (B - zB) over every tile; this thread's share of the column tiles."""
     builder = ctx.builder
     mr, nr = gemm.tile_rows, gemm.tile_columns
-    full_rows, edge_rows = divmod(gemm.rows, mr)
-    start, stop = ctx.share(gemm.column_tiles)
-    with loop(builder, stop, start, name="nt") as nt:
-        tile = tile_of(nt)
-        c_tile = builder.mul(nt, i64(nr))
 
-        def row_tiles(columns: int) -> None:
-            def one(mt: ir.Value, c_rows: int) -> None:
-                first = builder.mul(mt, i64(mr))
-                a = byte_offset(builder, a_panels, builder.mul(mt, i64(mr * gemm.groups * GROUP)))
-                micro_kernel(ctx, gemm, a, tile, rows, first, columns, c,
-                             builder.add(c_tile, builder.mul(first, i64(ldc))), ldc, c_rows)
-            if full_rows:
-                with loop(builder, full_rows, name="mt") as mt:
-                    one(mt, mr)
-            if edge_rows:
-                one(i64(full_rows), edge_rows)
-
-        edge = gemm.columns - (gemm.column_tiles - 1) * nr
-        if edge == nr:
-            row_tiles(nr)
-        else:
-            last = builder.icmp_unsigned("==", nt, i64(gemm.column_tiles - 1))
-            with builder.if_else(last) as (then, otherwise):
-                with then:
-                    row_tiles(edge)
-                with otherwise:
-                    row_tiles(nr)
+    def tile(column: ColumnTile, nt: ir.Value, mt: ir.Value, columns: int, c_rows: int) -> None:
+        first = builder.mul(mt, i64(mr))
+        a = byte_offset(builder, a_panels, builder.mul(mt, i64(mr * gemm.groups * GROUP)))
+        c_at = builder.add(builder.mul(nt, i64(nr)), builder.mul(first, i64(ldc)))
+        micro_kernel(ctx, gemm, a, column, rows, first, columns, c, c_at, ldc, c_rows)
+    each_tile(ctx, gemm, ctx.share(gemm.column_tiles), (i64(0), i64(gemm.row_tiles)), tile_of, tile)
 
 
 def column_tile(ctx: KernelContext, gemm: IntGemm, tile: ir.Value, panel: ir.Value, colsums: ir.Value,
