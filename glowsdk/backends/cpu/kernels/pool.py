@@ -1,50 +1,62 @@
 """MaxPool and AveragePool over 1 to 3 spatial dims (strides, pads, dilations, ceil_mode).
 
-Per plane (image, channel), the kernel loops taps outside and outputs inside, as
-the direct convolution does: the output plane starts at the reduction's identity
-(-inf, or 0 for an average), then each tap folds in the input elements it reads,
-over the box of output positions where it lands inside the input (constant
-per-tap tables, window.py). So padding is never read and never wins a maximum
-(ONNX), the plane stays in cache across taps, and the innermost loop, along an
-output row, is a plain strided loop without bound checks that LLVM vectorises.
-An average then divides by the product of the per-dim tap counts (inside the
-input, plus the explicit pads with count_include_pad), also tabled. Max
-propagates NaN like numpy, and takes integers (plain and quantized: the larger
-raw q) by their signedness. float16 and bfloat16 fold into a float32 plane in
-scratch (one per thread), rounded into the output once: the interpreter computes
-them in float32 and casts. The pools that keep per-output state, the 8-bit
-quantized average and MaxPoolWithIndices, loop the other way (pool_taps.py).
-Threads share the planes.
+Outputs are computed where they are stored, one output row (image, channel,
+o0, o1) at a time: each output reads the taps of its window that land inside
+the input (constant per-output tap tables, window.py), so padding is never read
+and never wins a maximum (ONNX), and nothing is written twice. Along the row,
+the columns whose whole window is inside the input go SIMD-wide: the row's k2
+taps are unrolled, each a contiguous vector load (for stride s, a load s times
+as wide and a shuffle keeping every s-th lane), so a 3x3 stride-2 pool is nine
+loads, shuffles and compare-and-blends per 16 outputs. The last vector of a row
+is shifted left to end at the row's last SIMD column (recomputing a few outputs
+rather than running a scalar tail); the few border columns take the per-output
+path. An average adds the taps and divides by the product of the per-dim tap
+counts (inside the input, plus the explicit pads with count_include_pad). Max
+propagates NaN like numpy and takes integers (plain and quantized: the larger
+raw q) by their signedness. float16 and bfloat16 are loaded as float32 and
+rounded once into the output, as the interpreter computes them; they take the
+per-output path. The pools that keep other per-output state, the 8-bit
+quantized average and MaxPoolWithIndices, are in pool_taps.py. Threads share
+the (image, channel) planes.
 """
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from llvmlite import ir
 
-from ....graph.types import ElemKind
-from ..codegen.kinds import (
-    COMPUTE_FLOATS,
-    COMPUTE_INTS,
-    HALF_FLOATS,
-    I64,
-    element_pointer,
-    i64,
-    load,
-    storage_type,
-    store,
-)
+from ..codegen.kinds import COMPUTE_FLOATS, COMPUTE_INTS, HALF_FLOATS, I32, I64, i64, load, storage_type, store, value_type
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
-from ..codegen.threads import MAX_THREADS
+from ..codegen.target import host_vectors
+from .gemm import splat
 from .pool_taps import larger, lowest, max_pool_with_indices, quantized_average_pool
 from .quant import BYTE_QUANTIZED, QUANTIZED
 from .table import register
 from .window import Dim, spatial_strides, window_dims
 
 NSW = ("nsw",)
-"""Index arithmetic never wraps (every index is inside its buffer), which lets LLVM's scalar
-evolution see the inner loop's constant stride and vectorise it."""
+"""Index arithmetic never wraps (every index is inside its buffer)."""
+MAX_SIMD_STRIDE = 4
+"""Strides up to this load stride x lanes contiguous elements and shuffle; larger ones are rare
+enough that the per-output path serves them."""
+MAX_LANES = 32
+
+
+def simd_columns(dim: Dim, lanes: int) -> tuple[int, int, int]:
+    """(width, first, last): the output columns [first, last) of a row that go `width` lanes at a
+    time. Every tap of their windows is inside the input, and so is the whole wide load of
+    stride x width elements (its last stride - 1 are read and dropped). Width 0: none do."""
+    if dim.stride > MAX_SIMD_STRIDE:
+        return 0, 0, 0
+    first = -(-dim.begin // dim.stride)
+    reach = (dim.kernel - 1) * dim.dilation + dim.stride - 1 - dim.begin
+    last = min(dim.out, (dim.size - 1 - reach) // dim.stride + 1)
+    width = lanes
+    while width >= 4 and width > last - first:
+        width //= 2
+    return (width, first, last) if width >= 4 else (0, 0, 0)
 
 
 def _pool(ctx: KernelContext, step: Step) -> None:
@@ -53,89 +65,146 @@ def _pool(ctx: KernelContext, step: Step) -> None:
     if average and instr.input.type.elem.is_quantized:
         quantized_average_pool(ctx, step)
         return
-    dest, source = instr.operands[0], instr.input
-    kind = dest.type.elem
-    half = kind in HALF_FLOATS
-    acc_kind = ElemKind.FLOAT32 if half else kind
-    element = storage_type(acc_kind)
-    builder = ctx.builder
-    dims = window_dims(instr)
-    planes = math.prod(source.type.shape[:2])
-    plane_in = math.prod(d.size for d in dims)
-    plane_out = math.prod(d.out for d in dims)
-    ranges = [(ctx.table(f"lo{i}", I64, [d.outputs_of_tap(t)[0] for t in range(d.kernel)]),
-               ctx.table(f"hi{i}", I64, [d.outputs_of_tap(t)[1] for t in range(d.kernel)])) for i, d in enumerate(dims)]
-    identity = ir.Constant(element, 0.0) if average else lowest(kind)
-    x, out = ctx.address(source), ctx.address(dest)
-    # The plane folds in the output itself, or for a half kind in this thread's float32 plane of
-    # scratch, rounded into the output once (the interpreter computes halves in float32).
-    acc = element_pointer(builder, ctx.scratch(MAX_THREADS * plane_out * 4), acc_kind,
-                          builder.mul(builder.zext(ctx.thread, I64), i64(plane_out))) if half else out
-    start, stop = ctx.share(planes)
-    with loop(builder, stop, start, name="plane") as p:
-        plane = builder.mul(p, i64(plane_out))
-        acc_plane = i64(0) if half else plane
-        image_plane = builder.mul(p, i64(plane_in))
-        with loop(builder, plane_out, name="init") as o:
-            builder.store(identity, element_pointer(builder, acc, acc_kind, builder.add(acc_plane, o)))
-        with loop(builder, dims[0].kernel, name="t0") as t0, loop(builder, dims[1].kernel, name="t1") as t1, \
-                loop(builder, dims[2].kernel, name="t2") as t2:
-            taps = (t0, t1, t2)
-            bounds = [[ctx.lookup(table, I64, t) for table in pair] for pair, t in zip(ranges, taps)]
-
-            def combine(pointer: ir.Value, value: ir.Value) -> None:
-                current = builder.load(pointer, typ=element)
-                builder.store(builder.fadd(current, value, flags=("reassoc",)) if average
-                              else larger(builder, kind, current, value), pointer)
-            _fold(ctx, dims, taps, bounds, acc, acc_plane, x, image_plane, kind, acc_kind, combine)
-        if average:
-            _divide(ctx, instr, dims, acc, acc_plane, acc_kind)
-        if half:
-            with loop(builder, plane_out, name="round") as o:
-                store(builder, load(builder, acc, acc_kind, o), out, kind, builder.add(plane, o))
+    _RowPool(ctx, instr, average).build()
 
 
-def _fold(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...], bounds: list[list[ir.Value]],
-          out: ir.Value, plane: ir.Value, x: ir.Value, image_plane: ir.Value, kind: ElemKind, out_kind: ElemKind,
-          combine) -> None:
-    """combine(&out[plane + o], x[image_plane + position(o, tap)]) over the output box `bounds`
-    (x of `kind`, out holding `out_kind`)."""
-    builder = ctx.builder
-    in_strides = spatial_strides(dims, "size")
+class _RowPool:
+    """The kernel of one MaxPool/AveragePool instruction, built row by row."""
 
-    def add(a: ir.Value, b: ir.Value) -> ir.Value:
-        return builder.add(a, b, flags=NSW)
+    def __init__(self, ctx: KernelContext, instr, average: bool) -> None:
+        self.ctx, self.builder, self.instr, self.average = ctx, ctx.builder, instr, average
+        self.kind = instr.operands[0].type.elem
+        self.value = value_type(self.kind)
+        self.dims = window_dims(instr)
+        self.source, self.dest = ctx.address(instr.input), ctx.address(instr.operands[0])
+        self.taps = [tuple(ctx.table(f"{bound}{i}", I64, [d.taps_of_output(o)[j] for o in range(d.out)])
+                           for j, bound in enumerate(("lo", "hi"))) for i, d in enumerate(self.dims)]
+        self.counts = [ctx.table(f"count{i}", self.value, [float(d.counted_taps(o, instr.count_include_pad))
+                                                           for o in range(d.out)])
+                       for i, d in enumerate(self.dims)] if average else []
+        vector_bytes = host_vectors().lanes * 4
+        self.itemsize = self.kind.dtype.itemsize
+        lanes = 0 if self.kind in HALF_FLOATS else min(MAX_LANES, vector_bytes // self.itemsize)
+        self.width, self.first, self.last = simd_columns(self.dims[2], lanes)
 
-    def mul(a: ir.Value, b: int) -> ir.Value:
-        return builder.mul(a, i64(b), flags=NSW)
+    def build(self) -> None:
+        builder, dims = self.builder, self.dims
+        d0, d1, d2 = dims
+        plane_in = math.prod(d.size for d in dims)
+        start, stop = self.ctx.share(math.prod(self.instr.input.type.shape[:2]))
+        with loop(builder, stop, start, name="plane") as p, loop(builder, d0.out, name="o0") as o0, \
+                loop(builder, d1.out, name="o1") as o1:
+            image = builder.mul(p, i64(plane_in), flags=NSW)
+            out_row = builder.mul(builder.add(builder.mul(p, i64(d0.out * d1.out), flags=NSW),
+                                              builder.add(builder.mul(o0, i64(d1.out), flags=NSW), o1, flags=NSW),
+                                              flags=NSW), i64(d2.out), flags=NSW)
+            bounds = [[self.ctx.lookup(table, I64, o) for table in pair] for pair, o in zip(self.taps[:2], (o0, o1))]
+            row_count = builder.fmul(self.ctx.lookup(self.counts[0], self.value, o0),
+                                     self.ctx.lookup(self.counts[1], self.value, o1)) if self.average else None
+            window = _Window(self, image, (o0, o1), bounds)
+            if self.width:
+                self._simd_columns(window, out_row, row_count)
+                self._scalar_columns(window, out_row, row_count, 0, self.first)
+                self._scalar_columns(window, out_row, row_count, self.last, d2.out)
+            else:
+                self._scalar_columns(window, out_row, row_count, 0, d2.out)
 
-    def position(index: ir.Value, tap: ir.Value, dim: Dim) -> ir.Value:
-        return builder.sub(add(mul(index, dim.stride), mul(tap, dim.dilation)), i64(dim.begin), flags=NSW)
+    def _simd_columns(self, window: _Window, out_row: ir.Value, row_count: ir.Value | None) -> None:
+        builder, width, d2 = self.builder, self.width, self.dims[2]
+        vectors = -(-(self.last - self.first) // width)
+        vector = ir.VectorType(self.value, width)
+        slot = self.ctx.local(vector, "vacc")
+        with loop(builder, vectors, name="v") as v:
+            column = builder.add(i64(self.first), builder.mul(v, i64(width), flags=NSW), flags=NSW)
+            column = builder.select(builder.icmp_signed(">", column, i64(self.last - width)),
+                                    i64(self.last - width), column)
 
-    d0, d1, d2 = dims
-    with loop(builder, bounds[0][1], bounds[0][0], name="o0") as o0, \
-            loop(builder, bounds[1][1], bounds[1][0], name="o1") as o1:
-        out_row = add(plane, mul(add(mul(o0, d1.out), o1), d2.out))
-        in_row = add(image_plane, add(mul(position(o0, taps[0], d0), in_strides[0]),
-                                      mul(position(o1, taps[1], d1), in_strides[1])))
-        with loop(builder, bounds[2][1], bounds[2][0], name="o2") as o2:
-            value = load(builder, x, kind, add(in_row, position(o2, taps[2], d2)))
-            combine(element_pointer(builder, out, out_kind, add(out_row, o2)), value)
+            def taps(row: ir.Value, fold: Callable[[ir.Value], None]) -> None:
+                base = builder.add(row, builder.sub(builder.mul(column, i64(d2.stride), flags=NSW),
+                                                    i64(d2.begin), flags=NSW), flags=NSW)
+                for t2 in range(d2.kernel):
+                    fold(self._strided_load(builder.add(base, i64(t2 * d2.dilation), flags=NSW), width))
+
+            result = window.reduce(slot, splat(builder, self._identity(), width), taps)
+            if row_count is not None:
+                result = builder.fdiv(result, splat(builder, builder.fmul(row_count, self._constant(d2.kernel)), width))
+            pointer = builder.gep(self.dest, [builder.add(out_row, column, flags=NSW)], inbounds=True,
+                                  source_etype=storage_type(self.kind))
+            builder.store(result, pointer, align=self.itemsize)
+
+    def _strided_load(self, index: ir.Value, width: int) -> ir.Value:
+        """`width` elements source[index + stride * j]: one contiguous load, shuffled for stride > 1."""
+        builder, stride, element = self.builder, self.dims[2].stride, storage_type(self.kind)
+        pointer = builder.gep(self.source, [index], inbounds=True, source_etype=element)
+        wide = builder.load(pointer, typ=ir.VectorType(element, width * stride), align=self.itemsize)
+        if stride == 1:
+            return wide
+        mask = ir.Constant(ir.VectorType(I32, width), [j * stride for j in range(width)])
+        return builder.shuffle_vector(wide, ir.Constant(wide.type, None), mask)
+
+    def _scalar_columns(self, window: _Window, out_row: ir.Value, row_count: ir.Value | None,
+                        begin: int, end: int) -> None:
+        """Output columns [begin, end) one at a time, over the taps of each inside the input."""
+        if begin >= end:
+            return
+        builder, d2 = self.builder, self.dims[2]
+        slot = self.ctx.local(self.value, "acc")
+        with loop(builder, end, begin, name="c") as column:
+            lo, hi = (self.ctx.lookup(table, I64, column) for table in self.taps[2])
+
+            def taps(row: ir.Value, fold: Callable[[ir.Value], None]) -> None:
+                with loop(builder, hi, lo, name="t2") as t2:
+                    position = builder.sub(builder.add(builder.mul(column, i64(d2.stride), flags=NSW),
+                                                       builder.mul(t2, i64(d2.dilation), flags=NSW), flags=NSW),
+                                           i64(d2.begin), flags=NSW)
+                    fold(load(builder, self.source, self.kind, builder.add(row, position, flags=NSW)))
+
+            result = window.reduce(slot, self._identity(), taps)
+            if row_count is not None:
+                result = builder.fdiv(result, builder.fmul(row_count, self.ctx.lookup(self.counts[2], self.value,
+                                                                                         column)))
+            store(builder, result, self.dest, self.kind, builder.add(out_row, column, flags=NSW))
+
+    def _identity(self) -> ir.Constant:
+        return ir.Constant(self.value, 0.0) if self.average else lowest(self.kind)
+
+    def _constant(self, count: int) -> ir.Constant:
+        return ir.Constant(self.value, float(count))
+
+    def combine(self, current: ir.Value, value: ir.Value) -> ir.Value:
+        if self.average:
+            return self.builder.fadd(current, value, flags=("reassoc",))
+        return larger(self.builder, self.kind, current, value)
 
 
-def _divide(ctx: KernelContext, instr, dims: list[Dim], out: ir.Value, plane: ir.Value, kind) -> None:
-    """Divide each output of the plane by the number of taps its average counts."""
-    builder = ctx.builder
-    element = storage_type(kind)
-    counts = [ctx.table(f"count{i}", element, [float(d.counted_taps(o, instr.count_include_pad))
-                                                for o in range(d.out)]) for i, d in enumerate(dims)]
-    with loop(builder, dims[0].out, name="a0") as o0, loop(builder, dims[1].out, name="a1") as o1:
-        row_count = builder.fmul(ctx.lookup(counts[0], element, o0), ctx.lookup(counts[1], element, o1))
-        row = builder.add(plane, builder.mul(builder.add(builder.mul(o0, i64(dims[1].out)), o1), i64(dims[2].out)))
-        with loop(builder, dims[2].out, name="a2") as o2:
-            pointer = element_pointer(builder, out, kind, builder.add(row, o2))
-            count = builder.fmul(row_count, ctx.lookup(counts[2], element, o2))
-            builder.store(builder.fdiv(builder.load(pointer, typ=element), count), pointer)
+class _Window:
+    """The (t0, t1) taps of one output row inside the input: where each input row starts."""
+
+    def __init__(self, pool: _RowPool, image: ir.Value, outputs: tuple[ir.Value, ir.Value],
+                 bounds: list[list[ir.Value]]) -> None:
+        self.pool, self.image, self.outputs, self.bounds = pool, image, outputs, bounds
+
+    def reduce(self, slot: ir.Value, identity: ir.Value,
+               taps: Callable[[ir.Value, Callable[[ir.Value], None]], None]) -> ir.Value:
+        """The reduction over the window, kept in `slot`: `taps(row, fold)` folds one input row's taps."""
+        pool = self.pool
+        builder, dims = pool.builder, pool.dims
+        strides = spatial_strides(dims, "size")
+        builder.store(identity, slot)
+
+        def fold(value: ir.Value) -> None:
+            builder.store(pool.combine(builder.load(slot), value), slot)
+
+        with loop(builder, self.bounds[0][1], self.bounds[0][0], name="t0") as t0, \
+                loop(builder, self.bounds[1][1], self.bounds[1][0], name="t1") as t1:
+            row = self.image
+            for o, t, d, stride in zip(self.outputs, (t0, t1), dims[:2], strides[:2]):
+                position = builder.sub(builder.add(builder.mul(o, i64(d.stride), flags=NSW),
+                                                   builder.mul(t, i64(d.dilation), flags=NSW), flags=NSW),
+                                       i64(d.begin), flags=NSW)
+                row = builder.add(row, builder.mul(position, i64(stride), flags=NSW), flags=NSW)
+            taps(row, fold)
+        return builder.load(slot)
 
 
 register("MaxPool", COMPUTE_FLOATS | HALF_FLOATS | COMPUTE_INTS | QUANTIZED, _pool)

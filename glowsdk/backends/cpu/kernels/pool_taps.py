@@ -1,7 +1,7 @@
 """Pools that loop outputs outside and taps inside: MaxPoolWithIndices and the 8-bit quantized AveragePool.
 
-pool.py folds taps into a whole output plane, which is fastest but keeps no
-per-output state. Two pools need some: MaxPoolWithIndices tracks which tap won
+pool.py reduces each output's window to one value, SIMD-wide along a row. Two
+pools keep more per output: MaxPoolWithIndices tracks which tap won
 (the first maximum in window order, as primitives.md says), and a quantized
 average sums raw integers in an i32 register before one rounded division. Both
 run per output position over its window, so they are written in the order the
