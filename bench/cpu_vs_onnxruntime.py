@@ -3,8 +3,9 @@
 Every row is `glowsdk.cli.bench.measure` (what `glowsdk bench --peer onnxruntime`
 runs): the same model bytes with seeded random weights (seed 0), the same
 seeded inputs, the same thread count, glowsdk and onnxruntime timed turn by
-turn after a warm-up (run by run with one thread, in two blocks each with more:
-glowsdk.cli.bench.timing_blocks), outputs checked to agree. Rows: the six bundled CNNs at batch
+turn after a warm-up (sample by sample; with more than one thread each sample after a
+pause and an untimed run; a sample of a model under 10 ms averages back-to-back runs:
+glowsdk.cli.bench.runs_per_sample), outputs checked to agree. Rows: the six bundled CNNs at batch
 1 and 8, a 784-1024-1024-10 MLP at batch 1, and a chain of 8 element-wise ops on
 a 4M-element tensor, each with 1 and 2 threads; then the compile times, cold
 (into an empty compile cache, storing the entry) and from the cache. Writes a
@@ -161,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     row["error"] = str(err)
                 speed.append(row)
                 log(start, f"  ratio {row.get('ratio', float('nan')):.3f}")
-    report = (f"## glowsdk cpu vs onnxruntime (median latency, {args.repeat} runs each, turn by turn)\n\n"
+    report = (f"## glowsdk cpu vs onnxruntime (median latency, {args.repeat} samples each, turn by turn)\n\n"
               f"{speed_table(speed)}\n\n## compile times (cpu)\n\n{compile_table(compiles)}\n")
     print(report)
     if args.json:

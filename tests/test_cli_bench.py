@@ -83,11 +83,22 @@ def test_missing_onnxruntime_is_one_line(tmp_path, capsys, monkeypatch):
     assert "onnxruntime is not installed" in err and len(err.splitlines()) == 1
 
 
-def test_timing_blocks_alternate_runs_with_one_thread_and_blocks_with_more():
-    from glowsdk.cli.bench import timing_blocks
-    assert timing_blocks(5, 1) == [1, 1, 1, 1, 1]
-    assert timing_blocks(5, 2) == [3, 2]
-    assert timing_blocks(1, 2) == [1]
+def test_a_sample_of_a_fast_model_counts_the_runs_that_last_the_minimum():
+    from glowsdk.cli.bench import MAX_LOOPS, MIN_SAMPLE_SECONDS, runs_per_sample
+
+    def model(durations):
+        """A fake run taking the given durations in turn, on a fake clock."""
+        now, left = [0.0], list(durations)
+        return (lambda: now.__setitem__(0, now[0] + (left.pop(0) if left else durations[-1]))), (lambda: now[0])
+
+    run, clock = model([2 * MIN_SAMPLE_SECONDS])
+    assert runs_per_sample(run, clock) == 1
+    run, clock = model([MIN_SAMPLE_SECONDS / 40.5])
+    assert runs_per_sample(run, clock) == 41
+    run, clock = model([MIN_SAMPLE_SECONDS * 0.555] + [MIN_SAMPLE_SECONDS / 100])  # one slow first run
+    assert runs_per_sample(run, clock) == 46
+    run, clock = model([0.0])
+    assert runs_per_sample(run, clock) == MAX_LOOPS
 
 
 def test_bench_profile_times_every_kernel(tmp_path, capsys):

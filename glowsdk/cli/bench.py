@@ -2,9 +2,14 @@
 
 Both sides get the same model bytes (after --random-weights and --batch), the
 same seeded inputs and the same thread count. After a warm-up, each repetition
-times one glowsdk run and then one peer run, so both see the same machine
-state (turbo, other load) rather than one a minute after the other. Latency is
-the best and the median of the repetitions, throughput is batch / median, and
+times one glowsdk sample and then one peer sample, so both see the same machine
+state (turbo, other load, memory bandwidth left by neighbours) rather than one a
+minute after the other; with more than one thread each sample follows a pause and
+an untimed run (SETTLE_SECONDS). A sample is
+one run, or for a model faster than MIN_SAMPLE_SECONDS as many back-to-back runs
+as last that long, averaged (a sub-millisecond network is otherwise at the mercy
+of one preempted run). Latency is the best and the median of the repetitions,
+throughput is batch / median, and
 GFLOP/s counts the multiply-adds of convolutions and matrix products (2 FLOP
 each) over the median. The outputs must agree with the peer's, or the numbers
 are reported with a failure: a fast wrong answer is no result. onnxruntime is a
@@ -86,10 +91,11 @@ def onnxruntime_runner(proto: onnx.ModelProto, threads: int) -> Callable[[Mappin
 
 @dataclass
 class Side:
-    """One side's repetitions (seconds)."""
+    """One side's repetitions: seconds per run, each the mean of a sample of `loops` runs."""
 
     name: str
     seconds: list[float] = field(default_factory=list)
+    loops: int = 1
 
     @property
     def best_ms(self) -> float:
@@ -128,6 +134,7 @@ class BenchResult:
         return {"model": self.model, "target": self.target, "batch": self.batch, "threads": self.threads,
                 "compile_seconds": self.compile_seconds, "from_cache": self.from_cache, "flops": self.flops,
                 "sides": [{"name": s.name, "best_ms": s.best_ms, "median_ms": s.median_ms, "seconds": s.seconds,
+                           "runs_per_sample": s.loops,
                            "throughput_per_s": self.batch / (s.median_ms / 1e3),
                            "gflops": self.flops / s.median_ms / 1e6} for s in self.sides],
                 "ratio": self.ratio, "difference": self.difference, "agrees": self.agrees}
@@ -139,7 +146,7 @@ class BenchResult:
                  f"{self.flops / s.median_ms / 1e6:.1f}" if self.flops else "-"] for s in self.sides]
         cached = "from the compile cache" if self.from_cache else "cold"
         heading = (f"{self.model} on {self.target}: batch {self.batch}, threads {self.threads or 'default'}, "
-                   f"{len(self.sides[0].seconds)} runs; compiled in {self.compile_seconds:.2f} s ({cached})")
+                   f"{_samples(self.sides)}; compiled in {self.compile_seconds:.2f} s ({cached})")
         lines = [heading, format_table(["", "best ms", "median ms", "per second", "GFLOP/s"], rows)]
         if self.ratio is not None:
             lines.append(f"ratio {self.sides[0].name} / {self.sides[1].name} (median): {self.ratio:.3f}; "
@@ -154,26 +161,39 @@ def relative_difference(got: Mapping[str, np.ndarray], want: Mapping[str, np.nda
     return max(float(np.abs(got[k].astype(np.float64) - w).max(initial=0.0)) for k, w in want.items()) / scale
 
 
+def _samples(sides: list[Side]) -> str:
+    loops = "/".join(str(s.loops) for s in sides)
+    runs = "run" if all(s.loops == 1 for s in sides) else f"mean of {loops} runs"
+    return f"{len(sides[0].seconds)} samples ({runs} each)"
+
+
+MIN_SAMPLE_SECONDS, MAX_LOOPS = 0.01, 1000
+"""A timed sample lasts at least this long: a faster model runs back to back (up to MAX_LOOPS)."""
+
+
+def runs_per_sample(run: Callable[[], object], clock: Callable[[], float] = time.perf_counter) -> int:
+    """How many back-to-back calls of `run` last MIN_SAMPLE_SECONDS (at least 1, at most
+    MAX_LOOPS), counted by calling it: one slow first run cannot shrink every sample to a few runs."""
+    begin, count = clock(), 0
+    while count < MAX_LOOPS:
+        run()
+        count += 1
+        if clock() - begin >= MIN_SAMPLE_SECONDS:
+            break
+    return count
+
+
 SETTLE_SECONDS = 0.2
-"""Pause before each block of multi-threaded runs, long enough for the other side's workers to
-stop spinning and go to sleep."""
-
-
-def timing_blocks(repeat: int, threads: int) -> list[int]:
-    """How many timed runs each side makes in a row, turn by turn. One thread: the sides alternate
-    run by run, so both see the same machine state. More threads: two blocks per side, each after
-    an untimed run, because both runtimes keep their worker threads spinning for a while after a
-    run, and an interleaved peer's spinning workers would be timed as the other side's cost (a
-    block starts SETTLE_SECONDS after the other side's, with one untimed run)."""
-    if threads == 1:
-        return [1] * repeat
-    half = -(-repeat // 2)
-    return [half, repeat - half] if repeat > half else [half]
+"""With more than one thread, each sample starts this long after the other side's, after one
+untimed sample: both runtimes keep their workers spinning for a while after a run, and the other
+side's spinning workers would otherwise be timed as this side's cost; the untimed sample wakes
+this side's (on a virtual machine, the first runs after an idle pause take up to 3 ms more while
+the idle vCPU is woken)."""
 
 
 def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | None = None, repeat: int = 10,
             warmup: int = 2, peer: str | None = None, cache: bool = True, seed: int = 0) -> BenchResult:
-    """Compile `proto` for `target` and time it (and `peer`, turn by turn: timing_blocks) on seeded inputs."""
+    """Compile `proto` for `target` and time it (and `peer`, sample by sample) on seeded inputs."""
     from .. import api
 
     network = api.load(proto)
@@ -193,15 +213,21 @@ def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | No
     for _ in range(warmup - 1):
         for run in runners:
             run(feeds)
-    for block in timing_blocks(repeat, threads or 1):
+    settle = (threads or 1) > 1 and peer is not None
+    for run, side in zip(runners, sides):
+        if settle:
+            time.sleep(SETTLE_SECONDS)
+        side.loops = runs_per_sample(lambda: run(feeds))
+    for _ in range(repeat):
         for run, side in zip(runners, sides):
-            if block > 1:
+            if settle:
                 time.sleep(SETTLE_SECONDS)
+                for _ in range(side.loops):
+                    run(feeds)
+            begin = time.perf_counter()
+            for _ in range(side.loops):
                 run(feeds)
-            for _ in range(block):
-                begin = time.perf_counter()
-                run(feeds)
-                side.seconds.append(time.perf_counter() - begin)
+            side.seconds.append((time.perf_counter() - begin) / side.loops)
     batch = network.inputs[0].shape[0] if network.inputs and network.inputs[0].shape else 1
     from_cache = bool(getattr(compiled.compiled, "from_cache", False))
     difference = relative_difference(outputs[0], outputs[1]) if peer is not None else None
@@ -256,7 +282,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--target", default="cpu")
     bench.add_argument("--threads", type=options.positive_count,
                        help="threads of the target (cpu) and of the peer (default: the target's own; peer 1)")
-    bench.add_argument("--repeat", type=options.positive_count, default=10, help="timed runs (default 10)")
+    bench.add_argument("--repeat", type=options.positive_count, default=10, help="timed samples per side (default 10; see MIN_SAMPLE_SECONDS)")
     bench.add_argument("--warmup", type=options.positive_count, default=2, help="untimed runs first (default 2)")
     bench.add_argument("--peer", choices=PEERS, help="also time this runtime, turn by turn, and compare outputs")
     bench.add_argument("--json", metavar="FILE", help="also write the measurements as JSON")

@@ -2,7 +2,10 @@
 against the interpreter. Tolerance: ACCUMULATE_TOL of cpu_util (FMA and blocking reorder the sums)."""
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -212,6 +215,41 @@ def test_a_failing_run_on_the_thread_pool_raises_and_closing_stops_the_pool():
         compiled.execute({"x0": x, "x1": np.array([3, 64])})
     compiled.close()
     assert threading.active_count() == before
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="thread affinity is a Linux interface")
+@pytest.mark.parametrize("pin", [True, False])
+def test_pool_workers_are_pinned_to_their_cpu_unless_asked_not_to(pin):
+    fn = make([((64, 256), F32)], lambda fn, v: [fn.add(ew.Tanh, v[0])])
+    compiled = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": 3, "pin_threads": pin}))
+    compiled.execute({"x0": np.zeros((64, 256), np.float32)})
+    allowed = sorted(os.sched_getaffinity(0))
+    workers = {t.native_id: t.name for t in threading.enumerate() if t.name.startswith("glowsdk-cpu-")}
+    assert len(workers) == 2
+    for native_id, name in workers.items():
+        index = int(name.rsplit("-", 1)[1])
+        expected = {allowed[index % len(allowed)]} if pin else set(allowed)
+        assert os.sched_getaffinity(native_id) == expected
+    compiled.close()
+    with pytest.raises(GlowError, match="pin_threads"):
+        compile_function(fn, get_backend("cpu"), CompileOptions(extra={"pin_threads": "yes"}))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers sleep on a futex only on Linux")
+def test_an_idle_pool_sleeps_on_its_futex_and_the_next_run_wakes_it():
+    from glowsdk.backends.cpu.codegen.pool import SLEEPERS
+    x = np.random.default_rng(3).standard_normal((64, 4096)).astype(np.float32)
+    fn = make([((64, 4096), F32)], lambda fn, v: [fn.add(ew.Tanh, v[0])])
+    compiled = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": 2}))
+    compiled.execute({"x0": x})
+    asleep = compiled._pool._state[SLEEPERS:SLEEPERS + 4].view(np.int32)
+    for _ in range(500):  # the spin and yield phases take about 0.5 ms here
+        if asleep[0]:
+            break
+        time.sleep(0.01)
+    assert asleep[0] == 1  # the one worker sleeps in the kernel
+    np.testing.assert_allclose(compiled.execute({"x0": x})["y0"], np.tanh(x), rtol=1e-6, atol=1e-6)
+    compiled.close()
 
 
 def test_profile_counts_every_step_and_gives_conv_flops():

@@ -39,12 +39,13 @@ OPTIONS = {
     "dump_asm": "write the host assembly of the optimised module to this file",
     "stacking": "fuse runs of element-wise instructions into one loop (default true)",
     "threads": "run the heavy kernels on this many threads of this process (default 1, see parallel.py)",
+    "pin_threads": "bind worker thread i to the i-th CPU the process may use (Linux; default true, parallel.py)",
     "profile": "count each step's cycles (profile.py; compiles afresh instead of loading from the cache)",
     "cache": "look the compiled image up in the compile cache, store it there after a miss (default false)",
 }
 """The backend-specific CompileOptions.extra keys the CPU backend understands."""
 
-UNKEYED = frozenset({"dump_llvm", "dump_asm", "cache", "threads"})
+UNKEYED = frozenset({"dump_llvm", "dump_asm", "cache", "threads", "pin_threads"})
 """Options that change no machine code, so the cache key leaves them out."""
 
 
@@ -72,9 +73,11 @@ class CpuFunction(CompiledFunction):
         self._views = {b.name: self._placeholders[b.offset:b.offset + b.type.nbytes].view(b.type.dtype)
                        .reshape(b.type.shape) for b in image.bindings}
         self._outputs = [b.name for b in image.bindings if b.role == "output"]
+        self._regions = (self._constants.ctypes.data, self._activations.ctypes.data, self._placeholders.ctypes.data)
         self._lock = threading.Lock()
         self._pool: ThreadPool | None = None
         self.threads = 1
+        self.pin_threads = True
 
     def close(self) -> None:
         """Stop the worker threads, if any run (they are stopped when this is collected too)."""
@@ -87,14 +90,13 @@ class CpuFunction(CompiledFunction):
         with self._lock:
             for name, array in checked.items():
                 np.copyto(self._views[name], array)
-            regions = (self._constants.ctypes.data, self._activations.ctypes.data, self._placeholders.ctypes.data)
             if self.threads == 1:
-                status = self.jit.entry(*regions)
+                status = self.jit.entry(*self._regions)
             else:
                 if self._pool is None or self._pool.threads != self.threads:
                     self.close()
-                    self._pool = ThreadPool(self.jit, self.threads)
-                status = self._pool.run(*regions)
+                    self._pool = ThreadPool(self.jit, self.threads, self.pin_threads)
+                status = self._pool.run(*self._regions)
             if status:
                 raise GlowError("cpu backend: a Gather index is outside its axis")
             return {name: self._views[name].copy() for name in self._outputs}
@@ -119,8 +121,11 @@ class CpuBackend(Backend):
             raise UnsupportedError(f"the cpu backend takes no option(s) {', '.join(sorted(unknown))}; "
                                    f"it takes {', '.join(OPTIONS)}")
         threads = thread_count(options.extra.get("threads", 1))
+        pin = options.extra.get("pin_threads", True)
+        if not isinstance(pin, bool):
+            raise UnsupportedError(f"the cpu backend's pin_threads option must be true or false, got {pin!r}")
         compiled = self._compile(function, options)
-        compiled.threads = threads
+        compiled.threads, compiled.pin_threads = threads, pin
         return compiled
 
     def _compile(self, function: Function, options: CompileOptions) -> CpuFunction:

@@ -8,26 +8,42 @@ state of POOL_BYTES, starts `threads - 1` threads that each call
 runs the network with `glowsdk_run(state, constants, activations, placeholders,
 threads)`: it publishes the job, runs thread 0's share itself, waits for the
 workers, and returns 0 or the status of a thread that failed. A worker waits
-for a new job by spinning (x86 `pause`), then yielding the core, then sleeping
-in growing naps (threads.back_off), so an idle pool costs almost no CPU while
-back-to-back runs start within a microsecond.
+for a new job by spinning (x86 `pause`), then yielding the core (threads.back_off),
+so back-to-back runs start within a microsecond, then by sleeping until the next
+job, so an idle pool costs no CPU: on Linux in the kernel (a futex on the
+generation word, woken by the run that publishes a job, so the first run after
+an idle spell waits microseconds, not a nap), elsewhere in growing naps.
 `glowsdk_pool_stop(state)` makes every worker return.
 
 The state, one cache line per field: the job generation (0 before the first
 job), the count of workers done with it, the stop flag, the job (three region
-pointers and the thread count), and the failing statuses or-ed together.
+pointers and the thread count), the failing statuses or-ed together, and the
+count of workers asleep on the futex (a run makes the wake-up call only when
+there are any).
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
-from .kinds import I8, I32, PTR, i64
-from .threads import back_off
+from .kinds import I8, I32, I64, PTR, i64
+from .threads import SPINS, YIELDS, back_off, nap
 
 WORKER, RUN, STOP = "glowsdk_worker", "glowsdk_run", "glowsdk_pool_stop"
-GENERATION, DONE, STOPPED, JOB, STATUS = 0, 64, 128, 192, 256
-POOL_BYTES = 320
+GENERATION, DONE, STOPPED, JOB, STATUS, SLEEPERS = 0, 64, 128, 192, 256, 320
+POOL_BYTES = 384
 """Bytes of pool state the host allocates (zeroed, 64-byte aligned)."""
+FUTEX_SYSCALL = {"x86_64": 202, "aarch64": 98, "riscv64": 98}
+"""Linux's futex system call number per architecture (the first part of the target triple)."""
+FUTEX_WAIT, FUTEX_WAKE = 128, 129
+"""FUTEX_WAIT and FUTEX_WAKE on a process-private word."""
+PARK_TIMEOUT_NS = 10_000_000
+"""A parked worker looks again after this long even unwoken (a safety net, not the wake-up)."""
+
+
+def futex_number(triple: str) -> int | None:
+    """The futex system call number for `triple`, or None where workers nap instead."""
+    arch = triple.split("-", 1)[0]
+    return FUTEX_SYSCALL.get(arch) if "linux" in triple else None
 
 
 def add_pool(module: ir.Module, thread_entry: ir.Function) -> None:
@@ -35,6 +51,43 @@ def add_pool(module: ir.Module, thread_entry: ir.Function) -> None:
     _define_stop(module)
     _define_worker(module, thread_entry)
     _define_run(module, thread_entry)
+
+
+def _syscall(builder: ir.IRBuilder, number: int, *arguments: ir.Value) -> None:
+    module = builder.module
+    function = module.globals.get("syscall") or ir.Function(module, ir.FunctionType(I64, [I64], var_arg=True),
+                                                            "syscall")
+    builder.call(function, [i64(number), *arguments])
+
+
+def _park(builder: ir.IRBuilder, state: ir.Value, seen: ir.Value, tries: ir.Value) -> None:
+    """Sleep until the generation moves on from `seen` (or PARK_TIMEOUT_NS pass): on a futex
+    where the kernel has one (it sleeps only while the word still holds `seen`), else a nap."""
+    number = futex_number(builder.module.triple)
+    if number is None:
+        nap(builder, tries)
+        return
+    timeout_type = ir.LiteralStructType([I64, I64])
+    timeout = builder.module.globals.get("glowsdk_park_timeout")
+    if timeout is None:
+        timeout = ir.GlobalVariable(builder.module, timeout_type, "glowsdk_park_timeout")
+        timeout.linkage, timeout.global_constant = "internal", True
+        timeout.initializer = ir.Constant(timeout_type, [0, PARK_TIMEOUT_NS])
+    sleepers = _field(builder, state, SLEEPERS)
+    builder.atomic_rmw("add", sleepers, ir.Constant(I32, 1), "seq_cst")
+    _syscall(builder, number, _field(builder, state, GENERATION), i64(FUTEX_WAIT), builder.zext(seen, I64),
+             timeout, ir.Constant(PTR, None), i64(0))
+    builder.atomic_rmw("sub", sleepers, ir.Constant(I32, 1), "seq_cst")
+
+
+def _wake(builder: ir.IRBuilder, state: ir.Value) -> None:
+    """Wake the workers asleep on the generation word, if any (after it moved on)."""
+    number = futex_number(builder.module.triple)
+    if number is None:
+        return
+    asleep = builder.load_atomic(_field(builder, state, SLEEPERS), "seq_cst", 4, typ=I32)
+    with builder.if_then(builder.icmp_unsigned("!=", asleep, ir.Constant(I32, 0)), likely=False):
+        _syscall(builder, number, _field(builder, state, GENERATION), i64(FUTEX_WAKE), i64(2 ** 31 - 1))
 
 
 def _field(builder: ir.IRBuilder, state: ir.Value, offset: int) -> ir.Value:
@@ -54,7 +107,8 @@ def _define_stop(module: ir.Module) -> None:
     builder = ir.IRBuilder(function.append_basic_block("entry"))
     state = function.args[0]
     builder.atomic_rmw("xchg", _field(builder, state, STOPPED), ir.Constant(I32, 1), "release")
-    builder.atomic_rmw("add", _field(builder, state, GENERATION), ir.Constant(I32, 1), "acq_rel")
+    builder.atomic_rmw("add", _field(builder, state, GENERATION), ir.Constant(I32, 1), "seq_cst")
+    _wake(builder, state)
     builder.ret(ir.Constant(I32, 0))
 
 
@@ -80,7 +134,11 @@ def _define_worker(module: ir.Module, thread_entry: ir.Function) -> None:
     builder.cbranch(builder.icmp_unsigned("!=", now, seen), job, idle)
 
     builder.position_at_end(idle)
-    back_off(builder, tries, nap=True)
+    with builder.if_else(builder.icmp_unsigned("<", tries, ir.Constant(I32, SPINS + YIELDS))) as (wait_more, park):
+        with wait_more:
+            back_off(builder, tries, nap=False)
+        with park:
+            _park(builder, state, seen, tries)
     seen.add_incoming(seen, builder.block)
     tries.add_incoming(builder.add(tries, ir.Constant(I32, 1)), builder.block)
     builder.branch(wait)
@@ -116,7 +174,8 @@ def _define_run(module: ir.Module, thread_entry: ir.Function) -> None:
     done = _field(builder, state, DONE)
     builder.atomic_rmw("xchg", done, ir.Constant(I32, 0), "monotonic")
     builder.atomic_rmw("xchg", _field(builder, state, STATUS), ir.Constant(I32, 0), "monotonic")
-    builder.atomic_rmw("add", _field(builder, state, GENERATION), ir.Constant(I32, 1), "acq_rel")
+    builder.atomic_rmw("add", _field(builder, state, GENERATION), ir.Constant(I32, 1), "seq_cst")
+    _wake(builder, state)
     own = builder.call(thread_entry, [*regions, ir.Constant(I32, 0), threads])
     workers = builder.sub(threads, ir.Constant(I32, 1))
     before = builder.block

@@ -21,9 +21,11 @@ from .kinds import I8, I32, I64, i64
 
 BARRIER_BYTES = 128
 """Counter and generation, on separate cache lines."""
-SPINS, YIELDS, IDLE_NAP_US = 4000, 200, 1000
-"""A waiter spins SPINS tries, then yields the core (POSIX sched_yield) at every try; an idle pool
-worker yields YIELDS times, then naps 50 us doubling up to IDLE_NAP_US (back_off)."""
+SPINS, YIELDS, IDLE_NAP_US = 40000, 200, 1000
+"""A waiter spins SPINS tries, then yields the core (POSIX sched_yield) at every try; after YIELDS
+yields an idle pool worker sleeps until the next job (pool.py), and a waiting host thread naps 50 us
+doubling up to IDLE_NAP_US (back_off). 40000 `pause` are about 0.5 ms where one takes 13 ns
+(measured here), longer than a host's gap between back-to-back runs, so those never sleep."""
 MAX_THREADS = 16
 """Kernels size per-thread scratch for this many threads; the backend refuses more."""
 
@@ -65,8 +67,8 @@ def _wait(builder: ir.IRBuilder, generation: ir.Value, seen: ir.Value) -> None:
 
 def back_off(builder: ir.IRBuilder, tries: ir.Value, nap: bool) -> None:
     """One wait step after `tries` earlier ones: `pause` for the first SPINS, then yield the core;
-    with `nap` (an idle pool worker, pool.py), after YIELDS yields sleep 50 us, doubling up to
-    IDLE_NAP_US, so an idle worker costs almost no CPU."""
+    with `nap` (a host thread waiting for the pool's workers, pool.py), after YIELDS yields sleep
+    50 us, doubling up to IDLE_NAP_US, so a long wait costs almost no CPU."""
     module = builder.module
     spinning = builder.icmp_unsigned("<", tries, ir.Constant(I32, SPINS))
     with builder.if_else(spinning) as (spin, slower):
@@ -86,13 +88,18 @@ def _yield_or_nap(builder: ir.IRBuilder, tries: ir.Value) -> None:
         with yield_:
             builder.call(libc(module, "sched_yield", []), [])
         with sleep:
-            doublings = builder.sub(tries, ir.Constant(I32, SPINS + YIELDS))
-            small = builder.icmp_unsigned("<", doublings, ir.Constant(I32, 5))
-            shift = builder.select(small, doublings, ir.Constant(I32, 5))
-            micros = builder.shl(ir.Constant(I32, 50), shift)
-            cap = ir.Constant(I32, IDLE_NAP_US)
-            micros = builder.select(builder.icmp_unsigned("<", micros, cap), micros, cap)
-            builder.call(libc(module, "usleep", [I32]), [micros])
+            nap(builder, tries)
+
+
+def nap(builder: ir.IRBuilder, tries: ir.Value) -> None:
+    """Sleep 50 us, doubling with every try past SPINS + YIELDS, up to IDLE_NAP_US."""
+    doublings = builder.sub(tries, ir.Constant(I32, SPINS + YIELDS))
+    small = builder.icmp_unsigned("<", doublings, ir.Constant(I32, 5))
+    shift = builder.select(small, doublings, ir.Constant(I32, 5))
+    micros = builder.shl(ir.Constant(I32, 50), shift)
+    cap = ir.Constant(I32, IDLE_NAP_US)
+    micros = builder.select(builder.icmp_unsigned("<", micros, cap), micros, cap)
+    builder.call(libc(builder.module, "usleep", [I32]), [micros])
 
 
 def pause(builder: ir.IRBuilder) -> None:
