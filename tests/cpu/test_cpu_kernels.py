@@ -68,6 +68,19 @@ def test_conv_strategies(name, image, weights, attrs, strategy, bias):
     assert len(packed) == (strategy != "direct")
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv_packs_column_tiles_in_blocks_that_row_tiles_sweep(threads):
+    """A 3x3 convolution of 32 channels (B panels of 288 x NR floats, a few to a block) over 40 x 41
+    outputs: 26 column tiles of 64 (with AVX-512), so several blocks, a partial last block and an
+    edge tile; 21 filters: an edge row tile. Against the interpreter, on 1 and 2 threads."""
+    from glowsdk.backends.cpu.kernels.gemm import Gemm, column_block
+    gemm = Gemm(21, 40 * 41, 288)
+    block = column_block(gemm, 4 * 288 * gemm.tile_columns)
+    assert 1 < block < gemm.column_tiles and gemm.edge_columns() < gemm.tile_columns and gemm.rows % gemm.tile_rows
+    build, _ = constant_conv((2, 32, 40, 41), (21, 32, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1]))
+    check([((2, 32, 40, 41), F32)], build, accumulates=True, threads=threads)
+
+
 def test_conv_add_relu_run_in_the_conv_store():
     image, weights = (1, 8, 10, 10), (16, 8, 3, 3)
     conv, _ = constant_conv(image, weights, dict(strides=[1, 1], pads=[1, 1, 1, 1]))

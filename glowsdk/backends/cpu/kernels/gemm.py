@@ -249,8 +249,6 @@ def bias_init(ctx: KernelContext, bias: ir.Value | None, rows: int) -> Init:
     return init
 
 
-PanelOf = Callable[[ir.Value], Panel]
-"""Column tile index -> its B panel (may emit the code packing it)."""
 RowsOf = Callable[[ir.Value], Panel]
 """Row tile index -> its A panel."""
 
@@ -261,42 +259,75 @@ TileCode = Callable[[Any, ir.Value, ir.Value, int, int], None]
 
 
 def each_tile(ctx: KernelContext, grid: TileGrid, column_range: tuple[ir.Value, ir.Value],
-              row_range: tuple[ir.Value, ir.Value], enter_column: Callable[[ir.Value], Any], tile: TileCode) -> None:
-    """Emit `tile` for every column tile in `column_range` and, inside it, every row tile in
-    `row_range`; `enter_column(nt)` runs once per column tile first (packing its B panel) and what
-    it returns is passed to `tile`. The last row and column tiles get their own specialised code."""
+              row_range: tuple[ir.Value, ir.Value], enter_column: Callable[..., Any], tile: TileCode,
+              block: int = 1, state_of: Callable[[ir.Value], Any] | None = None) -> None:
+    """Emit `tile` for every column tile in `column_range` and every row tile in `row_range`.
+    `block` 1: per column tile, `enter_column(nt)` runs first (packing its B panel) and what it
+    returns is passed to `tile` for each row tile. `block` > 1: column tiles go in blocks; per
+    block, `enter_column(nt, slot)` runs for each of its tiles (packing into `slot`), then each
+    row tile sweeps the block's column tiles with state `state_of(slot)`, so a row tile writes C
+    in runs of block x NR columns. The last row and column tiles get their own specialised code."""
+    builder = ctx.builder
+    if block == 1:
+        with loop(builder, column_range[1], column_range[0], name="nt") as nt:
+            state = enter_column(nt)
+            _row_tiles(ctx, grid, row_range, lambda mt, rows: _column_tiles(
+                ctx, grid, (nt, builder.add(nt, i64(1))), lambda n, columns: tile(state, n, mt, columns, rows)))
+        return
+    start, stop = column_range
+    blocks = builder.udiv(builder.add(builder.sub(stop, start), i64(block - 1)), i64(block))
+    with loop(builder, blocks, name="nb") as nb:
+        first = builder.add(start, builder.mul(nb, i64(block)))
+        end = builder.add(first, i64(block))
+        end = builder.select(builder.icmp_unsigned("<", end, stop), end, stop)
+        with loop(builder, end, first, name="pack") as nt:
+            enter_column(nt, builder.sub(nt, first))
+        _row_tiles(ctx, grid, row_range, lambda mt, rows: _column_tiles(
+            ctx, grid, (first, end),
+            lambda nt, columns: tile(state_of(builder.sub(nt, first)), nt, mt, columns, rows)))
+
+
+def _row_tiles(ctx: KernelContext, grid: TileGrid, row_range: tuple[ir.Value, ir.Value],
+               body: Callable[[ir.Value, int], None]) -> None:
+    """body(mt, rows) for the row tiles in `row_range`: a loop over the full ones, the edge tile apart."""
     builder = ctx.builder
     full_rows, edge_rows = divmod(grid.rows, grid.tile_rows)
-    with loop(builder, column_range[1], column_range[0], name="nt") as nt:
-        state = enter_column(nt)
-
-        def row_tiles(columns: int) -> None:
-            start, stop = row_range
-            if full_rows:
-                last_full = i64(full_rows)
-                bound = builder.select(builder.icmp_unsigned("<", stop, last_full), stop, last_full)
-                with loop(builder, bound, start, name="mt") as mt:
-                    tile(state, nt, mt, columns, grid.tile_rows)
-            if edge_rows:
-                with builder.if_then(builder.icmp_unsigned("==", stop, i64(grid.row_tiles))):
-                    tile(state, nt, i64(full_rows), columns, edge_rows)
-
-        edge, nr = grid.edge_columns(), grid.tile_columns
-        if edge == nr:
-            row_tiles(nr)
-        else:
-            last = builder.icmp_unsigned("==", nt, i64(grid.column_tiles - 1))
-            with builder.if_else(last) as (then, otherwise):
-                with then:
-                    row_tiles(edge)
-                with otherwise:
-                    row_tiles(nr)
+    start, stop = row_range
+    if full_rows:
+        last_full = i64(full_rows)
+        bound = builder.select(builder.icmp_unsigned("<", stop, last_full), stop, last_full)
+        with loop(builder, bound, start, name="mt") as mt:
+            body(mt, grid.tile_rows)
+    if edge_rows:
+        with builder.if_then(builder.icmp_unsigned("==", stop, i64(grid.row_tiles))):
+            body(i64(full_rows), edge_rows)
 
 
-def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of: PanelOf, c: ir.Value,
-              ldc: int, init: Init, epilogue: Epilogue | None = None) -> None:
+def _column_tiles(ctx: KernelContext, grid: TileGrid, column_range: tuple[ir.Value, ir.Value],
+                  body: Callable[[ir.Value, int], None]) -> None:
+    """body(nt, columns) for the column tiles in `column_range`, the last (edge) tile apart."""
+    builder = ctx.builder
+    start, stop = column_range
+    edge, nr = grid.edge_columns(), grid.tile_columns
+    if edge == nr:
+        with loop(builder, stop, start, name="nc") as nt:
+            body(nt, nr)
+        return
+    last = i64(grid.column_tiles - 1)
+    bound = builder.select(builder.icmp_unsigned("<", stop, last), stop, last)
+    with loop(builder, bound, start, name="nc") as nt:
+        body(nt, nr)
+    with builder.if_then(builder.icmp_unsigned("==", stop, i64(grid.column_tiles))):
+        body(last, edge)
+
+
+def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of: Callable[..., Panel],
+              c: ir.Value, ldc: int, init: Init, epilogue: Epilogue | None = None, block: int = 1,
+              panel_of: Callable[[ir.Value], Panel] | None = None) -> None:
     """C = A @ B over every tile, this thread's share of them (see `splits_rows`).
-    `a_padded`: A panels hold zero rows past `rows`, so the last row tile may read them."""
+    `a_padded`: A panels hold zero rows past `rows`, so the last row tile may read them.
+    `block` > 1: `b_of(nt, slot)` packs B panels into slots and `panel_of(slot)` reads them
+    (each_tile)."""
     builder = ctx.builder
     mr, nr = gemm.tile_rows, gemm.tile_columns
     if splits_rows(gemm):
@@ -309,7 +340,17 @@ def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of
         c_at = builder.add(builder.mul(nt, i64(nr)), builder.mul(first, i64(ldc)))
         micro_kernel(ctx, gemm, a_of(mt), mr if a_padded else c_rows, panel, columns, lambda r: init(first, r),
                      c, c_at, ldc, c_rows, epilogue)
-    each_tile(ctx, gemm, column_range, row_range, b_of, tile)
+    each_tile(ctx, gemm, column_range, row_range, b_of, tile, block if not splits_rows(gemm) else 1, panel_of)
+
+
+BLOCK_BYTES = 256 * 1024
+"""Packed B panels a thread keeps for its row tiles to sweep (each_tile's block): a quarter of a
+1-2 MiB L2, with room for A panels and C."""
+
+
+def column_block(gemm: Gemm, panel_bytes: int) -> int:
+    """Column tiles per block for B panels of `panel_bytes`: as many as BLOCK_BYTES holds."""
+    return max(1, min(gemm.column_tiles, BLOCK_BYTES // panel_bytes))
 
 
 SPLIT_TILES = 8
