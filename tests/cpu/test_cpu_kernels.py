@@ -81,6 +81,20 @@ def test_conv_packs_column_tiles_in_blocks_that_row_tiles_sweep(threads):
     check([((2, 32, 40, 41), F32)], build, accumulates=True, threads=threads)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_share_large_copies_and_each_concat_part_once(threads):
+    """Transpose, Slice, Expand and a Concat of a large and a small part (the Concat shares both,
+    as it decides for all its parts), on 2 and 3 threads, against the interpreter."""
+    def build(fn, v):
+        x, small = v
+        return [fn.add(tensor.Transpose, x, perm=[2, 0, 1]),
+                fn.add(tensor.Slice, x, starts=[0, 1, 399], ends=[3, 120, -1], steps=[1, 1, -1]),
+                fn.add(tensor.Expand, fn.add(tensor.Slice, x, starts=[0, 0, 0], ends=[3, 1, 400], steps=[1, 1, 1]),
+                       shape=[3, 120, 400]),
+                fn.add(tensor.Concat, x, small, axis=1)]
+    check([((3, 120, 400), F32), ((3, 2, 400), F32)], build, threads=threads)
+
+
 def test_conv_add_relu_run_in_the_conv_store():
     image, weights = (1, 8, 10, 10), (16, 8, 3, 3)
     conv, _ = constant_conv(image, weights, dict(strides=[1, 1], pads=[1, 1, 1, 1]))

@@ -5,7 +5,9 @@ integers of their byte width and handles every element kind. Transpose, Slice,
 Expand and Concat are one specialised strided copy each: the source index is a
 constant base plus constant strides times the result indices (negative for a
 reversed slice, zero for a broadcast dim), with dims merged where both sides
-are contiguous, so a plain copy becomes one vectorisable loop.
+are contiguous, so a plain copy becomes one vectorisable loop. A copy of at least
+SHARED_ELEMENTS elements is shared among threads by its outermost merged loop (a
+Concat decides for all its parts at once, so no part is copied by every thread).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from ....graph.types import ElemKind
 from ..codegen.kinds import I1, I64, PTR, i64, value_type
 from ..codegen.loops import linear_index, loop, loop_nest, merge_dims, row_major_strides
 from ..codegen.module import KernelContext, Step
-from .elementwise import broadcast_strides
+from .elementwise import SHARED_ELEMENTS, broadcast_strides
 from .table import register
 
 ANY = frozenset(ElemKind)
@@ -28,14 +30,17 @@ INDEX_KINDS = frozenset({ElemKind.INT32, ElemKind.INT64})
 
 def strided_copy(ctx: KernelContext, dest: ir.Value, source: ir.Value, kind: ElemKind,
                  shape: Sequence[int], dest_strides: Sequence[int], source_strides: Sequence[int],
-                 dest_base: int = 0, source_base: int = 0) -> None:
-    """dest[dest_base + i . dest_strides] = source[source_base + i . source_strides] for i over `shape`."""
+                 dest_base: int = 0, source_base: int = 0, shared: bool | None = None) -> None:
+    """dest[dest_base + i . dest_strides] = source[source_base + i . source_strides] for i over `shape`;
+    threads share the outermost loop when `shared` (by default: when the copy is large)."""
     if math.prod(shape) == 0:
         return
     element = ir.IntType(8 * kind.dtype.itemsize)
     builder = ctx.builder
     dims, (to, frm) = merge_dims(shape, [dest_strides, source_strides])
-    with loop_nest(builder, dims) as indices:
+    if shared is None:
+        shared = math.prod(shape) >= SHARED_ELEMENTS
+    with loop_nest(builder, dims, outer=ctx.share(dims[0]) if shared and dims else None) as indices:
         at = builder.gep(source, [linear_index(builder, indices, frm, source_base)], inbounds=True,
                          source_etype=element)
         value = builder.load(at, typ=element)
@@ -82,10 +87,11 @@ def _concat(ctx: KernelContext, step: Step) -> None:
     instr = step.instrs[0]
     dest = instr.operands[0]
     strides = row_major_strides(dest.type.shape)
+    shared = dest.type.size >= SHARED_ELEMENTS
     at = 0
     for part in instr.parts:
         strided_copy(ctx, ctx.address(dest), ctx.address(part), dest.type.elem, part.type.shape, strides,
-                     row_major_strides(part.type.shape), dest_base=at * strides[instr.axis])
+                     row_major_strides(part.type.shape), dest_base=at * strides[instr.axis], shared=shared)
         at += part.type.shape[instr.axis]
 
 
