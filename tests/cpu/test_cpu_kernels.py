@@ -68,11 +68,12 @@ def test_conv_strategies(name, image, weights, attrs, strategy, bias):
     assert len(packed) == (strategy != "direct")
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("threads", [1, 2, 3])
 def test_conv_packs_column_tiles_in_blocks_that_row_tiles_sweep(threads):
     """A 3x3 convolution of 32 channels (B panels of 288 x NR floats, a few to a block) over 40 x 41
     outputs: 26 column tiles of 64 (with AVX-512), so several blocks, a partial last block and an
-    edge tile; 21 filters: an edge row tile. Against the interpreter, on 1 and 2 threads."""
+    edge tile; 21 filters: an edge row tile. Against the interpreter, on 1 to 3 threads (which
+    share the 2 x 26 (image, column tile) units, 3 threads across the image boundary)."""
     from glowsdk.backends.cpu.kernels.gemm import Gemm, column_block
     gemm = Gemm(21, 40 * 41, 288)
     block = column_block(gemm, 4 * 288 * gemm.tile_columns)

@@ -323,14 +323,19 @@ def _column_tiles(ctx: KernelContext, grid: TileGrid, column_range: tuple[ir.Val
 
 def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of: Callable[..., Panel],
               c: ir.Value, ldc: int, init: Init, epilogue: Epilogue | None = None, block: int = 1,
-              panel_of: Callable[[ir.Value], Panel] | None = None) -> None:
-    """C = A @ B over every tile, this thread's share of them (see `splits_rows`).
+              panel_of: Callable[[ir.Value], Panel] | None = None,
+              column_range: tuple[ir.Value, ir.Value] | None = None) -> None:
+    """C = A @ B over every tile, this thread's share of them (see `splits_rows`), or every row
+    tile of the column tiles in `column_range` (a caller sharing work itself).
     `a_padded`: A panels hold zero rows past `rows`, so the last row tile may read them.
     `block` > 1: `b_of(nt, slot)` packs B panels into slots and `panel_of(slot)` reads them
     (each_tile)."""
     builder = ctx.builder
     mr, nr = gemm.tile_rows, gemm.tile_columns
-    if splits_rows(gemm):
+    rows_shared = column_range is None and splits_rows(gemm)
+    if column_range is not None:
+        row_range = (i64(0), i64(gemm.row_tiles))
+    elif rows_shared:
         column_range, row_range = (i64(0), i64(gemm.column_tiles)), ctx.share(gemm.row_tiles)
     else:
         column_range, row_range = ctx.share(gemm.column_tiles), (i64(0), i64(gemm.row_tiles))
@@ -340,7 +345,7 @@ def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of
         c_at = builder.add(builder.mul(nt, i64(nr)), builder.mul(first, i64(ldc)))
         micro_kernel(ctx, gemm, a_of(mt), mr if a_padded else c_rows, panel, columns, lambda r: init(first, r),
                      c, c_at, ldc, c_rows, epilogue)
-    each_tile(ctx, gemm, column_range, row_range, b_of, tile, block if not splits_rows(gemm) else 1, panel_of)
+    each_tile(ctx, gemm, column_range, row_range, b_of, tile, 1 if rows_shared else block, panel_of)
 
 
 BLOCK_BYTES = 256 * 1024
