@@ -26,7 +26,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from .kinds import I8, I32, I64, PTR, i64
-from .threads import SPINS, YIELDS, back_off, nap
+from .threads import SPINS, YIELDS, back_off, nap, wait_until
 
 WORKER, RUN, STOP = "glowsdk_worker", "glowsdk_run", "glowsdk_pool_stop"
 GENERATION, DONE, STOPPED, JOB, STATUS, SLEEPERS = 0, 64, 128, 192, 256, 320
@@ -178,20 +178,7 @@ def _define_run(module: ir.Module, thread_entry: ir.Function) -> None:
     _wake(builder, state)
     own = builder.call(thread_entry, [*regions, ir.Constant(I32, 0), threads])
     workers = builder.sub(threads, ir.Constant(I32, 1))
-    before = builder.block
-    join = function.append_basic_block("join")
-    wait = function.append_basic_block("join.wait")
-    after = function.append_basic_block("joined")
-    builder.branch(join)
-    builder.position_at_end(join)
-    tries = builder.phi(I32, name="tries")
-    tries.add_incoming(ir.Constant(I32, 0), before)
-    finished = builder.load_atomic(done, "acquire", 4, typ=I32)
-    builder.cbranch(builder.icmp_unsigned("<", finished, workers), wait, after)
-    builder.position_at_end(wait)
-    back_off(builder, tries, nap=True)
-    tries.add_incoming(builder.add(tries, ir.Constant(I32, 1)), builder.block)
-    builder.branch(join)
-    builder.position_at_end(after)
+    wait_until(builder, lambda: builder.icmp_unsigned(
+        ">=", builder.load_atomic(done, "acquire", 4, typ=I32), workers), nap=True, name="join")
     failed = builder.load_atomic(_field(builder, state, STATUS), "acquire", 4, typ=I32)
     builder.ret(builder.or_(own, failed))

@@ -15,6 +15,8 @@ one thread the barrier is skipped, so a single-threaded run pays one compare.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from llvmlite import ir
 
 from .kinds import I8, I32, I64, i64
@@ -48,20 +50,29 @@ def emit_barrier(builder: ir.IRBuilder, address: ir.Value, threads: ir.Value) ->
 
 
 def _wait(builder: ir.IRBuilder, generation: ir.Value, seen: ir.Value) -> None:
-    """Wait until `generation` moves on from `seen`: spin, then yield the core at every try (see
+    """Wait until `generation` moves on from `seen`, yielding the core after the spin (see
     back_off), so a descheduled thread we wait for can run."""
+    wait_until(builder, lambda: builder.icmp_unsigned(
+        "!=", builder.load_atomic(generation, "acquire", 4, typ=I32), seen), nap=False, name="barrier")
+
+
+def wait_until(builder: ir.IRBuilder, ready: Callable[[], ir.Value], nap: bool, name: str) -> None:
+    """Emit a loop that evaluates `ready()` (an i1, re-read every try) and takes one back_off step
+    while it is false; code after it runs once it is true."""
     function = builder.function
     before = builder.block
-    spin = function.append_basic_block("barrier.spin")
-    done = function.append_basic_block("barrier.done")
-    builder.branch(spin)
-    builder.position_at_end(spin)
+    head = function.append_basic_block(f"{name}.check")
+    wait = function.append_basic_block(f"{name}.wait")
+    done = function.append_basic_block(f"{name}.done")
+    builder.branch(head)
+    builder.position_at_end(head)
     tries = builder.phi(I32, name="tries")
     tries.add_incoming(ir.Constant(I32, 0), before)
-    back_off(builder, tries, nap=False)
-    now = builder.load_atomic(generation, "acquire", 4, typ=I32)
+    builder.cbranch(ready(), done, wait)
+    builder.position_at_end(wait)
+    back_off(builder, tries, nap)
     tries.add_incoming(builder.add(tries, ir.Constant(I32, 1)), builder.block)
-    builder.cbranch(builder.icmp_unsigned("==", now, seen), spin, done)
+    builder.branch(head)
     builder.position_at_end(done)
 
 

@@ -57,6 +57,10 @@ class TileGrid:
     columns: int
 
     @property
+    def lanes(self) -> int:
+        return host_vectors().lanes
+
+    @property
     def tile_columns(self) -> int:
         return self.tile_vectors * self.lanes
 
@@ -80,10 +84,6 @@ class Gemm(TileGrid):
     rows: int
     columns: int
     depth: int
-
-    @property
-    def lanes(self) -> int:
-        return host_vectors().lanes
 
     @property
     def shape(self) -> tuple[int, int]:

@@ -62,10 +62,6 @@ class IntGemm(TileGrid):
     vnni: bool
 
     @property
-    def lanes(self) -> int:
-        return host_vectors().lanes
-
-    @property
     def groups(self) -> int:
         """K / 4, rounded up."""
         return -(-self.depth // GROUP)
