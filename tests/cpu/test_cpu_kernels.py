@@ -82,6 +82,24 @@ def test_conv_packs_column_tiles_in_blocks_that_row_tiles_sweep(threads):
     check([((2, 32, 40, 41), F32)], build, accumulates=True, threads=threads)
 
 
+@pytest.mark.parametrize("constant", [True, False])
+def test_streamed_filter_panels_are_prefetched_and_run_time_filters_are_not(tmp_path, constant):
+    """A compile-time packed filter is read once per run from memory, so its panel is prefetched
+    ahead of the k loop; a filter computed at run time is read in place and is not."""
+    image, weights = (1, 16, 12, 12), (24, 16, 3, 3)
+    attrs = dict(strides=[1, 1], pads=[1, 1, 1, 1])
+    if constant:
+        build, _ = constant_conv(image, weights, attrs)
+        inputs = [(image, F32)]
+    else:
+        def build(fn, v):
+            return [fn.add(nn.Conv, v[0], v[1], None, kernel=[3, 3], dilations=[1, 1], group=1, **attrs)]
+        inputs = [(image, F32), (weights, F32)]
+    dump = tmp_path / "conv.ll"
+    check(inputs, build, accumulates=True, dump_llvm=str(dump))
+    assert ("llvm.prefetch" in dump.read_text()) == constant
+
+
 @pytest.mark.parametrize("threads", [2, 3])
 def test_threads_share_large_copies_and_each_concat_part_once(threads):
     """Transpose, Slice, Expand and a Concat of a large and a small part (the Concat shares both,

@@ -134,7 +134,8 @@ def _conv_gemm(ctx: KernelContext, step: Step) -> None:
             group_panels = offset(builder, panels, builder.mul(g, i64(panel_size)))
 
             def a_of(mt: ir.Value) -> Panel:
-                return Panel(offset(builder, group_panels, builder.mul(mt, i64(mr * gemm.depth))), mr, 1)
+                return Panel(offset(builder, group_panels, builder.mul(mt, i64(mr * gemm.depth))), mr, 1,
+                             streamed=True)
         else:
             group_filter = offset(builder, filt, builder.mul(rows, i64(gemm.depth)))
 

@@ -91,7 +91,7 @@ def _matmul_gemm(ctx: KernelContext, step: Step) -> None:
         def b_of(nt: ir.Value) -> Panel:
             if constant:
                 tile = builder.add(builder.mul(n, i64(gemm.column_tiles)), nt)
-                return Panel(offset(builder, panels, builder.mul(tile, i64(inner * nr))), nr)
+                return Panel(offset(builder, panels, builder.mul(tile, i64(inner * nr))), nr, streamed=True)
             return Panel(offset(builder, b_n, builder.mul(nt, i64(nr))), columns, masked=True)
 
         shifted = None
