@@ -82,6 +82,19 @@ def test_conv_packs_column_tiles_in_blocks_that_row_tiles_sweep(threads):
     check([((2, 32, 40, 41), F32)], build, accumulates=True, threads=threads)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("kernel", [1, 3])
+def test_first_row_tile_packs_the_panel_for_any_share_of_row_tiles(threads, kernel):
+    """A 7 x 7 output (one column tile) of 13 or 29 filters: threads share the row tiles, and each
+    thread's first row tile packs the panel as it computes (gemm.Source): on 2 threads the second
+    thread's only row tile is the edge tile, on 3 some thread's share starts with a full tile and
+    ends with the edge one. Against the interpreter."""
+    for filters in (13, 29):
+        build, _ = constant_conv((1, 16, 7, 7), (filters, 16, kernel, kernel),
+                                 dict(strides=[1, 1], pads=[kernel // 2] * 4))
+        check([((1, 16, 7, 7), F32)], build, accumulates=True, threads=threads)
+
+
 @pytest.mark.parametrize("constant", [True, False])
 def test_streamed_filter_panels_are_prefetched_and_run_time_filters_are_not(tmp_path, constant):
     """A compile-time packed filter is read once per run from memory, so its panel is prefetched

@@ -204,46 +204,67 @@ def prefetch(ctx: KernelContext, pointer: ir.Value) -> None:
     ctx.builder.call(function, [pointer, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
 
 
+@dataclass(frozen=True)
+class Source:
+    """B where it lives (the convolution's input), for the first row tile of a column tile, which
+    stores what it loads into the panel that the other row tiles then stream: packing done on the
+    first pass, its loads and stores overlapping that tile's FMAs instead of a pass of its own.
+    A loop iteration covers `steps` consecutive k (a convolution's taps of one input channel),
+    `load(iteration, step, vector)` gives one vector of B."""
+
+    steps: int
+    load: Callable[[ir.Value, int, int], ir.Value]
+
+
 def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel, columns: int,
                  init: Callable[[int], ir.Value], c: ir.Value, c_at: ir.Value, ldc: int, c_rows: int,
-                 epilogue: Epilogue | None) -> None:
+                 epilogue: Epilogue | None, source: Source | None = None) -> None:
     """One MR x NV tile: C[r, :columns] = epilogue(init(r) + sum_k A[r, k] * B[k, :columns]) for
-    r < c_rows. A rows at or past `a_rows` repeat the last real row (never read out of bounds)."""
+    r < c_rows. A rows at or past `a_rows` repeat the last real row (never read out of bounds).
+    With a `source`, B is read from it and stored into panel `b` on the way."""
     builder, lanes = ctx.builder, gemm.lanes
     vectors = -(-columns // lanes)
     counts = [min(lanes, columns - v * lanes) for v in range(vectors)]
+    steps = source.steps if source is not None else 1
     start = [[init(r) for _ in range(vectors)] for r in range(gemm.tile_rows)]
     before = builder.block
     body = builder.append_basic_block("micro.k")
     after = builder.append_basic_block("micro.done")
     builder.branch(body)
     builder.position_at_end(body)
-    k = builder.phi(I64, name="k")
-    k.add_incoming(i64(0), before)
+    iteration = builder.phi(I64, name="k")
+    iteration.add_incoming(i64(0), before)
     acc = [[builder.phi(vector_type(lanes), name=f"c{r}_{v}") for v in range(vectors)] for r in range(gemm.tile_rows)]
     for r in range(gemm.tile_rows):
         for v in range(vectors):
             acc[r][v].add_incoming(start[r][v], before)
-    b_row = offset(builder, b.pointer, builder.mul(k, i64(b.k_stride)))
-    b_vectors = [load_vector(ctx, offset(builder, b_row, v * lanes), lanes, counts[v] if b.masked else lanes)
-                 for v in range(vectors)]
-    a_k = offset(builder, a.pointer, builder.mul(k, i64(a.k_stride)))
-    for panel, at in ((a, a_k), (b, b_row)):
-        if panel.streamed:
-            for line in range(0, panel.k_stride, CACHE_LINE // 4):
-                prefetch(ctx, offset(builder, at, PREFETCH_BYTES // 4 + line))
-    sums = []
-    for r in range(gemm.tile_rows):
-        scalar = builder.load(offset(builder, a_k, min(r, a_rows - 1) * a.row_stride), typ=F32)
-        broadcast = splat(builder, scalar, lanes)
-        sums.append([fma(ctx, broadcast, b_vectors[v], acc[r][v]) for v in range(vectors)])
-    following = builder.add(k, i64(1), flags=("nuw", "nsw"))
+    sums = [row[:] for row in acc]
+    for step in range(steps):
+        k = builder.add(builder.mul(iteration, i64(steps)), i64(step)) if steps > 1 else iteration
+        b_row = offset(builder, b.pointer, builder.mul(k, i64(b.k_stride)))
+        if source is None:
+            b_vectors = [load_vector(ctx, offset(builder, b_row, v * lanes), lanes, counts[v] if b.masked else lanes)
+                         for v in range(vectors)]
+        else:
+            b_vectors = [source.load(iteration, step, v) for v in range(vectors)]
+            for v, value in enumerate(b_vectors):
+                builder.store(value, offset(builder, b_row, v * lanes), align=min(64, b.k_stride * 4))
+        a_k = offset(builder, a.pointer, builder.mul(k, i64(a.k_stride)))
+        for panel, at in ((a, a_k), (b, b_row)):
+            if panel.streamed:
+                for line in range(0, panel.k_stride, CACHE_LINE // 4):
+                    prefetch(ctx, offset(builder, at, PREFETCH_BYTES // 4 + line))
+        for r in range(gemm.tile_rows):
+            scalar = builder.load(offset(builder, a_k, min(r, a_rows - 1) * a.row_stride), typ=F32)
+            broadcast = splat(builder, scalar, lanes)
+            sums[r] = [fma(ctx, broadcast, b_vectors[v], sums[r][v]) for v in range(vectors)]
+    following = builder.add(iteration, i64(1), flags=("nuw", "nsw"))
     latch = builder.block
-    k.add_incoming(following, latch)
+    iteration.add_incoming(following, latch)
     for r in range(gemm.tile_rows):
         for v in range(vectors):
             acc[r][v].add_incoming(sums[r][v], latch)
-    builder.cbranch(builder.icmp_unsigned("<", following, i64(gemm.depth)), body, after)
+    builder.cbranch(builder.icmp_unsigned("<", following, i64(gemm.depth // steps)), body, after)
     builder.position_at_end(after)
     for r in range(c_rows):
         for v in range(vectors):
@@ -282,47 +303,67 @@ TileCode = Callable[[Any, ir.Value, ir.Value, int, int], None]
 
 def each_tile(ctx: KernelContext, grid: TileGrid, column_range: tuple[ir.Value, ir.Value],
               row_range: tuple[ir.Value, ir.Value], enter_column: Callable[..., Any], tile: TileCode,
-              block: int = 1, state_of: Callable[[ir.Value], Any] | None = None) -> None:
+              block: int = 1, state_of: Callable[[ir.Value], Any] | None = None,
+              first_tile: TileCode | None = None) -> None:
     """Emit `tile` for every column tile in `column_range` and every row tile in `row_range`.
     `block` 1: per column tile, `enter_column(nt)` runs first (packing its B panel) and what it
     returns is passed to `tile` for each row tile. `block` > 1: column tiles go in blocks; per
     block, `enter_column(nt, slot)` runs for each of its tiles (packing into `slot`), then each
     row tile sweeps the block's column tiles with state `state_of(slot)`, so a row tile writes C
-    in runs of block x NR columns. The last row and column tiles get their own specialised code."""
+    in runs of block x NR columns. The last row and column tiles get their own specialised code.
+    `first_tile`, if given, emits the first row tile of the range instead of `tile` (the tile that
+    packs the panel when packing is done on the first pass, see Source)."""
     builder = ctx.builder
+
+    def emit(state: Any, nt: ir.Value, mt: ir.Value, columns: int, rows: int, first: bool) -> None:
+        (first_tile if first else tile)(state, nt, mt, columns, rows)
+
     if block == 1:
         with loop(builder, column_range[1], column_range[0], name="nt") as nt:
             state = enter_column(nt)
-            _row_tiles(ctx, grid, row_range, lambda mt, rows: _column_tiles(
-                ctx, grid, (nt, builder.add(nt, i64(1))), lambda n, columns: tile(state, n, mt, columns, rows)))
+            _row_tiles(ctx, grid, row_range, first_tile is not None, lambda mt, rows, first: _column_tiles(
+                ctx, grid, (nt, builder.add(nt, i64(1))), lambda n, columns: emit(state, n, mt, columns, rows, first)))
         return
     start, stop = column_range
     blocks = builder.udiv(builder.add(builder.sub(stop, start), i64(block - 1)), i64(block))
     with loop(builder, blocks, name="nb") as nb:
-        first = builder.add(start, builder.mul(nb, i64(block)))
-        end = builder.add(first, i64(block))
+        begin = builder.add(start, builder.mul(nb, i64(block)))
+        end = builder.add(begin, i64(block))
         end = builder.select(builder.icmp_unsigned("<", end, stop), end, stop)
-        with loop(builder, end, first, name="pack") as nt:
-            enter_column(nt, builder.sub(nt, first))
-        _row_tiles(ctx, grid, row_range, lambda mt, rows: _column_tiles(
-            ctx, grid, (first, end),
-            lambda nt, columns: tile(state_of(builder.sub(nt, first)), nt, mt, columns, rows)))
+        with loop(builder, end, begin, name="pack") as nt:
+            enter_column(nt, builder.sub(nt, begin))
+        _row_tiles(ctx, grid, row_range, first_tile is not None, lambda mt, rows, first: _column_tiles(
+            ctx, grid, (begin, end),
+            lambda nt, columns: emit(state_of(builder.sub(nt, begin)), nt, mt, columns, rows, first)))
 
 
-def _row_tiles(ctx: KernelContext, grid: TileGrid, row_range: tuple[ir.Value, ir.Value],
-               body: Callable[[ir.Value, int], None]) -> None:
-    """body(mt, rows) for the row tiles in `row_range`: a loop over the full ones, the edge tile apart."""
+def _row_tiles(ctx: KernelContext, grid: TileGrid, row_range: tuple[ir.Value, ir.Value], peel: bool,
+               body: Callable[[ir.Value, int, bool], None]) -> None:
+    """body(mt, rows, first) for the row tiles in `row_range`: a loop over the full ones, the edge
+    tile apart; with `peel`, the first tile of the range apart too (first is True only there)."""
     builder = ctx.builder
     full_rows, edge_rows = divmod(grid.rows, grid.tile_rows)
     start, stop = row_range
     if full_rows:
         last_full = i64(full_rows)
         bound = builder.select(builder.icmp_unsigned("<", stop, last_full), stop, last_full)
+        if peel:
+            with builder.if_then(builder.icmp_unsigned("<", start, bound)):
+                body(start, grid.tile_rows, True)
+            start = builder.add(start, i64(1))
         with loop(builder, bound, start, name="mt") as mt:
-            body(mt, grid.tile_rows)
+            body(mt, grid.tile_rows, False)
     if edge_rows:
         with builder.if_then(builder.icmp_unsigned("==", stop, i64(grid.row_tiles))):
-            body(i64(full_rows), edge_rows)
+            if not peel:
+                body(i64(full_rows), edge_rows, False)
+                return
+            alone = builder.icmp_unsigned("==", row_range[0], i64(full_rows))
+            with builder.if_else(alone) as (then, otherwise):
+                with then:
+                    body(i64(full_rows), edge_rows, True)
+                with otherwise:
+                    body(i64(full_rows), edge_rows, False)
 
 
 def _column_tiles(ctx: KernelContext, grid: TileGrid, column_range: tuple[ir.Value, ir.Value],
@@ -346,12 +387,14 @@ def _column_tiles(ctx: KernelContext, grid: TileGrid, column_range: tuple[ir.Val
 def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of: Callable[..., Panel],
               c: ir.Value, ldc: int, init: Init, epilogue: Epilogue | None = None, block: int = 1,
               panel_of: Callable[[ir.Value], Panel] | None = None,
-              column_range: tuple[ir.Value, ir.Value] | None = None) -> None:
+              column_range: tuple[ir.Value, ir.Value] | None = None,
+              source_of: Callable[[ir.Value], Source] | None = None) -> None:
     """C = A @ B over every tile, this thread's share of them (see `splits_rows`), or every row
     tile of the column tiles in `column_range` (a caller sharing work itself).
     `a_padded`: A panels hold zero rows past `rows`, so the last row tile may read them.
     `block` > 1: `b_of(nt, slot)` packs B panels into slots and `panel_of(slot)` reads them
-    (each_tile)."""
+    (each_tile). `source_of(nt)`: the thread's first row tile of column tile nt reads B from this
+    Source and fills the panel `b_of` returns (which then packs nothing)."""
     builder = ctx.builder
     mr, nr = gemm.tile_rows, gemm.tile_columns
     rows_shared = column_range is None and splits_rows(gemm)
@@ -362,12 +405,17 @@ def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of
     else:
         column_range, row_range = ctx.share(gemm.column_tiles), (i64(0), i64(gemm.row_tiles))
 
-    def tile(panel: Panel, nt: ir.Value, mt: ir.Value, columns: int, c_rows: int) -> None:
+    def tile(panel: Panel, nt: ir.Value, mt: ir.Value, columns: int, c_rows: int,
+             source: Source | None = None) -> None:
         first = builder.mul(mt, i64(mr))
         c_at = builder.add(builder.mul(nt, i64(nr)), builder.mul(first, i64(ldc)))
         micro_kernel(ctx, gemm, a_of(mt), mr if a_padded else c_rows, panel, columns, lambda r: init(first, r),
-                     c, c_at, ldc, c_rows, epilogue)
-    each_tile(ctx, gemm, column_range, row_range, b_of, tile, 1 if rows_shared else block, panel_of)
+                     c, c_at, ldc, c_rows, epilogue, source)
+
+    def packing_tile(panel: Panel, nt: ir.Value, mt: ir.Value, columns: int, c_rows: int) -> None:
+        tile(panel, nt, mt, columns, c_rows, source_of(nt))
+    each_tile(ctx, gemm, column_range, row_range, b_of, tile, 1 if rows_shared else block, panel_of,
+              packing_tile if source_of is not None else None)
 
 
 BLOCK_BYTES = 256 * 1024

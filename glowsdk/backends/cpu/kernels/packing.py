@@ -13,7 +13,8 @@ im2col matrix is ever materialised. Column n of the GEMM is output position
 per-column tables (oy * stride - pad, ox * stride - pad) give which lanes read
 inside the input; padding lanes are zero. When the output row is as wide as
 the input and strides are 1, the lanes of one vector read consecutive input
-elements (a masked vector load); otherwise a masked gather.
+elements (a masked vector load); otherwise a masked gather. Contiguous windows of
+few taps are instead packed by the first row tile as it computes (column_source).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from llvmlite import ir
 from ..codegen.kinds import I1, I32, I64, PTR, i64
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext
-from .gemm import Gemm, Panel, offset, splat, vector_type
+from .gemm import Gemm, Panel, Source, offset, splat, vector_type
 
 OUTSIDE = -(1 << 24)
 """Table entry of a padding column: outside every input, so its lanes are always zero."""
@@ -132,6 +133,48 @@ def emit_pack(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, 
                     value = _gather(ctx, channel, offsets[v], masks[v], lanes)
                 builder.store(value, offset(builder, row, v * lanes), align=min(64, nr * 4))
     return Panel(panel, nr)
+
+
+FIRST_PASS_TAPS = 9
+"""Largest window packed on the first pass (gemm.Source): its taps are unrolled in the k loop,
+each with its masks held from the tile's start."""
+
+
+def first_pass_packs(window: Window) -> bool:
+    """Whether a column tile's panel is packed by its first row tile (gemm.Source): windows whose
+    columns read consecutive input elements (a masked vector load per tap) and have few taps."""
+    return window.contiguous and window.taps <= FIRST_PASS_TAPS
+
+
+def column_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, tile: ir.Value,
+                  tables: tuple[ir.Value, ir.Value]) -> Source:
+    """Column tile `tile` of im2col(`source`) as a gemm.Source (a loop iteration per input channel,
+    a step per tap): each tap's lane masks are computed here, once per tile."""
+    builder, lanes = ctx.builder, gemm.lanes
+    first = builder.mul(tile, i64(gemm.tile_columns))
+    ivec = ir.VectorType(I32, lanes)
+    kh, kw = window.kernel
+    masks, shifts = [], []
+    for v in range(gemm.tile_vectors):
+        rows, cols = (builder.load(builder.gep(table, [i64(0), builder.add(first, i64(v * lanes))], inbounds=True,
+                                               source_etype=table.value_type), typ=ivec, align=4) for table in tables)
+        for ky in range(kh):
+            for kx in range(kw):
+                dy, dx = ky * window.dilations[0], kx * window.dilations[1]
+                iy = builder.add(rows, ir.Constant(ivec, [dy] * lanes))
+                ix = builder.add(cols, ir.Constant(ivec, [dx] * lanes))
+                masks.append(builder.and_(builder.icmp_unsigned("<", iy, ir.Constant(ivec, [window.height] * lanes)),
+                                          builder.icmp_unsigned("<", ix, ir.Constant(ivec, [window.width] * lanes))))
+    for ky in range(kh):
+        for kx in range(kw):
+            shifts.append((ky * window.dilations[0] - window.pads[0]) * window.width +
+                          kx * window.dilations[1] - window.pads[1])
+    plane = window.height * window.width
+
+    def load(channel: ir.Value, tap: int, v: int) -> ir.Value:
+        at = builder.add(builder.add(builder.mul(channel, i64(plane)), first), i64(v * lanes + shifts[tap]))
+        return _masked_load(ctx, offset(builder, source, at), masks[v * window.taps + tap], lanes)
+    return Source(window.taps, load)
 
 
 def _masked_load(ctx: KernelContext, pointer: ir.Value, mask: ir.Value, lanes: int) -> ir.Value:
