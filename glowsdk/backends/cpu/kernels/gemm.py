@@ -214,6 +214,9 @@ class Source:
 
     steps: int
     load: Callable[[ir.Value, int, int], ir.Value]
+    prefetch: Callable[[ir.Value], None] | None = None
+    """Called once per iteration: prefetch what a later iteration loads (the input may come from
+    memory: a batch's activations outgrow the caches)."""
 
 
 def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel, columns: int,
@@ -239,6 +242,8 @@ def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel
         for v in range(vectors):
             acc[r][v].add_incoming(start[r][v], before)
     sums = [row[:] for row in acc]
+    if source is not None and source.prefetch is not None:
+        source.prefetch(iteration)
     for step in range(steps):
         k = builder.add(builder.mul(iteration, i64(steps)), i64(step)) if steps > 1 else iteration
         b_row = offset(builder, b.pointer, builder.mul(k, i64(b.k_stride)))

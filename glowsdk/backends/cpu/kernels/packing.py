@@ -26,7 +26,7 @@ from llvmlite import ir
 from ..codegen.kinds import I1, I32, I64, PTR, i64
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext
-from .gemm import Gemm, Panel, Source, offset, splat, vector_type
+from .gemm import CACHE_LINE, Gemm, Panel, Source, offset, prefetch, splat, vector_type
 
 OUTSIDE = -(1 << 24)
 """Table entry of a padding column: outside every input, so its lanes are always zero."""
@@ -174,7 +174,20 @@ def column_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Val
     def load(channel: ir.Value, tap: int, v: int) -> ir.Value:
         at = builder.add(builder.add(builder.mul(channel, i64(plane)), first), i64(v * lanes + shifts[tap]))
         return _masked_load(ctx, offset(builder, source, at), masks[v * window.taps + tap], lanes)
-    return Source(window.taps, load)
+
+    ahead = -(-PREFETCH_STEPS // window.taps)
+    low, high = min(shifts), max(shifts) + gemm.tile_columns
+
+    def prefetch_channel(channel: ir.Value) -> None:
+        later = offset(builder, source, builder.add(builder.mul(builder.add(channel, i64(ahead)), i64(plane)), first))
+        for line in range(low, high + CACHE_LINE // 4, CACHE_LINE // 4):
+            prefetch(ctx, offset(builder, later, line))
+    return Source(window.taps, load, prefetch_channel)
+
+
+PREFETCH_STEPS = 32
+"""How many k steps ahead the first pass prefetches its input (a channel's rows for the tile):
+about one memory latency of FMA work (12 cycles a step)."""
 
 
 def _masked_load(ctx: KernelContext, pointer: ir.Value, mask: ir.Value, lanes: int) -> ir.Value:
