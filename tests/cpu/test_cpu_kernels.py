@@ -33,6 +33,8 @@ CONVS = [  # name, input shape, filter shape, attributes, the strategy the rule 
     ("valid-3x3", (1, 4, 9, 10), (9, 4, 3, 3), dict(strides=[1, 1], pads=[0, 0, 0, 0]), "im2col"),
     ("stride-2", (2, 3, 15, 14), (8, 3, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), "im2col"),
     ("stem-7x7", (1, 3, 20, 20), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3]), "im2col"),
+    ("stem-row-strided", (1, 3, 20, 64), (16, 3, 7, 7), dict(strides=[2, 2], pads=[3, 3, 3, 3]), "im2col"),
+    ("row-strided-3x3", (2, 4, 9, 63), (10, 4, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), "im2col"),
     ("pointwise-stride-2", (1, 6, 9, 9), (12, 6, 1, 1), dict(strides=[2, 2], pads=[0, 0, 0, 0]), "im2col"),
     ("asymmetric-dilated", (1, 4, 12, 11), (6, 4, 3, 2), dict(strides=[1, 2], pads=[2, 0, 1, 1],
                                                               dilations=[2, 1]), "im2col"),

@@ -140,10 +140,73 @@ FIRST_PASS_TAPS = 9
 each with its masks held from the tile's start."""
 
 
-def first_pass_packs(window: Window) -> bool:
+def first_pass_packs(window: Window, lanes: int) -> bool:
     """Whether a column tile's panel is packed by its first row tile (gemm.Source): windows whose
-    columns read consecutive input elements (a masked vector load per tap) and have few taps."""
-    return window.contiguous and window.taps <= FIRST_PASS_TAPS
+    columns read consecutive input elements (a masked vector load per tap) and have few taps, or
+    read every other element within one output row per vector (`row_strided`)."""
+    return (window.contiguous and window.taps <= FIRST_PASS_TAPS) or row_strided(window, lanes)
+
+
+def row_strided(window: Window, lanes: int) -> bool:
+    """Whether each vector of columns lies in one output row (the row is whole vectors) and reads
+    every other input element: a stride-2 stem like resnet50's 7x7 over 224 x 224."""
+    return window.strides[1] == 2 and window.out_width % lanes == 0
+
+
+def first_pass_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, tile: ir.Value,
+                      tables: tuple[ir.Value, ir.Value]) -> Source:
+    """The gemm.Source of column tile `tile` of im2col(`source`) for a window first_pass_packs accepts."""
+    if window.contiguous and window.taps <= FIRST_PASS_TAPS:
+        return column_source(ctx, window, gemm, source, tile, tables)
+    return strided_source(ctx, window, gemm, source, tile, tables)
+
+
+def strided_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, tile: ir.Value,
+                   tables: tuple[ir.Value, ir.Value]) -> Source:
+    """Column tile `tile` of a `row_strided` window as a gemm.Source: a loop iteration per (input
+    channel, filter row), a step per filter column. A vector of B is two masked loads of 16
+    consecutive input elements and one shuffle keeping the even ones, instead of a gather."""
+    builder, lanes = ctx.builder, gemm.lanes
+    first = builder.mul(tile, i64(gemm.tile_columns))
+    ivec = ir.VectorType(I32, lanes)
+    kh, kw = window.kernel
+    vectors = range(gemm.tile_vectors)
+    rows, cols = ([builder.load(builder.gep(table, [i64(0), builder.add(first, i64(v * lanes))], inbounds=True,
+                                            source_etype=table.value_type), typ=ivec, align=4) for v in vectors]
+                  for table in tables)
+    top = [builder.sext(builder.extract_element(row, ir.Constant(I32, 0)), I64) for row in rows]
+    left = [builder.sext(builder.extract_element(col, ir.Constant(I32, 0)), I64) for col in cols]
+    inside = [[builder.icmp_unsigned("<", builder.add(cols[v], ir.Constant(ivec, [kx * window.dilations[1]] * lanes)),
+                                     ir.Constant(ivec, [window.width] * lanes)) for v in vectors] for kx in range(kw)]
+    plane = window.height * window.width
+    no = ir.Constant(ir.VectorType(I1, lanes), [0] * lanes)
+    halves = [[j // 2 + half * lanes // 2 if j % 2 == 0 else lanes for j in range(lanes)] for half in (0, 1)]
+    evens = ir.Constant(ir.VectorType(I32, lanes), list(range(0, 2 * lanes, 2)))
+
+    def start(iteration: ir.Value, v: int) -> tuple[ir.Value, ir.Value]:
+        """Where vector v of filter column 0 reads in `iteration`, and whether its row is inside."""
+        channel, ky = builder.udiv(iteration, i64(kh)), builder.urem(iteration, i64(kh))
+        iy = builder.add(top[v], builder.mul(ky, i64(window.dilations[0])))
+        at = builder.add(builder.add(builder.mul(channel, i64(plane)), builder.mul(iy, i64(window.width))), left[v])
+        return at, builder.icmp_unsigned("<", iy, i64(window.height))
+
+    def load(iteration: ir.Value, kx: int, v: int) -> ir.Value:
+        at, row_inside = start(iteration, v)
+        mask = builder.and_(inside[kx][v], builder.select(row_inside, ir.Constant(ir.VectorType(I1, lanes), [1] * lanes),
+                                                          no))
+        pointer = offset(builder, source, builder.add(at, i64(kx * window.dilations[1])))
+        low, high = (_masked_load(ctx, offset(builder, pointer, half * lanes),
+                                  builder.shuffle_vector(mask, no, ir.Constant(ir.VectorType(I32, lanes), halves[half])),
+                                  lanes) for half in (0, 1))
+        return builder.shuffle_vector(low, high, evens)
+
+    def prefetch_row(iteration: ir.Value) -> None:
+        later = builder.add(iteration, i64(-(-PREFETCH_STEPS // kw)))
+        for v in vectors:
+            pointer = offset(builder, source, start(later, v)[0])
+            for line in range(0, 2 * lanes + (kw - 1) * window.dilations[1] + CACHE_LINE // 4, CACHE_LINE // 4):
+                prefetch(ctx, offset(builder, pointer, line))
+    return Source(kw, load, prefetch_row)
 
 
 def column_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, tile: ir.Value,
