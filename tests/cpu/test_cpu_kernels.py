@@ -119,6 +119,24 @@ def test_what_comes_from_memory_is_prefetched(tmp_path, constant, stride):
 
 
 @pytest.mark.parametrize("threads", [2, 3])
+def test_large_inputs_and_outputs_are_copied_in_slices_with_identical_results(threads):
+    """Tensors of 1 MiB or more go in and out in one slice per thread (parallel.SlicedCopier);
+    a first axis shorter than the threads, and a small tensor, are copied whole. Against the
+    interpreter, twice (the second run reuses the copier)."""
+    def build(fn, v):
+        return [fn.add(ew.Add, v[0], v[0]), fn.add(ew.Mul, v[1], v[1]), fn.add(ew.Neg, v[2])]
+    inputs = [((601, 1024), F32), ((2, 300, 1024), F32), ((5, 7), F32)]
+    fn = make(inputs, build)
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        feeds = {f"x{i}": rng.standard_normal(shape).astype(np.float32) for i, (shape, _) in enumerate(inputs)}
+        got, want, compiled = run_both(fn, feeds, threads=threads)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+    compiled.close()
+
+
+@pytest.mark.parametrize("threads", [2, 3])
 def test_threads_share_large_copies_and_each_concat_part_once(threads):
     """Transpose, Slice, Expand and a Concat of a large and a small part (the Concat shares both,
     as it decides for all its parts), on 2 and 3 threads, against the interpreter."""
@@ -274,7 +292,7 @@ def test_a_failing_run_on_the_thread_pool_raises_and_closing_stops_the_pool():
     before = threading.active_count()
     good = compiled.execute({"x0": x, "x1": np.array([3, -1])})
     np.testing.assert_allclose(good["y0"], np.tanh(x[[3, -1]]), rtol=1e-6, atol=1e-6)
-    assert threading.active_count() == before + 1  # one worker parked between runs
+    assert threading.active_count() == before + 2  # a worker parked between runs, a copy thread (1 MiB input)
     with pytest.raises(GlowError, match="Gather index"):
         compiled.execute({"x0": x, "x1": np.array([3, 64])})
     compiled.close()

@@ -31,7 +31,7 @@ from .codegen.module import ENTRY, ModuleBuilder, Step
 from .image import CpuImage, aligned_bytes
 from .jit import JitModule, compile_object, host_cpu, host_description, host_machine
 from .kernels import KERNELS
-from .parallel import ThreadPool, thread_count
+from .parallel import SlicedCopier, ThreadPool, thread_count
 from .stacking import plan_steps
 
 OPTIONS = {
@@ -76,6 +76,7 @@ class CpuFunction(CompiledFunction):
         self._regions = (self._constants.ctypes.data, self._activations.ctypes.data, self._placeholders.ctypes.data)
         self._lock = threading.Lock()
         self._pool: ThreadPool | None = None
+        self._copier: SlicedCopier | None = None
         self.threads = 1
         self.pin_threads = True
 
@@ -84,22 +85,30 @@ class CpuFunction(CompiledFunction):
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+        if self._copier is not None:
+            self._copier.close()
+            self._copier = None
 
     def execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         checked = check_inputs(self._wanted, self._declared, inputs)
         with self._lock:
+            if self._copier is None or self._copier.threads != self.threads:
+                if self._copier is not None:
+                    self._copier.close()
+                self._copier = SlicedCopier(self.threads)
             for name, array in checked.items():
-                np.copyto(self._views[name], array)
+                self._copier.copy(self._views[name], array)
             if self.threads == 1:
                 status = self.jit.entry(*self._regions)
             else:
                 if self._pool is None or self._pool.threads != self.threads:
-                    self.close()
+                    if self._pool is not None:
+                        self._pool.close()
                     self._pool = ThreadPool(self.jit, self.threads, self.pin_threads)
                 status = self._pool.run(*self._regions)
             if status:
                 raise GlowError("cpu backend: a Gather index is outside its axis")
-            return {name: self._views[name].copy() for name in self._outputs}
+            return {name: self._copier.copied(self._views[name]) for name in self._outputs}
 
 
 class CpuBackend(Backend):
