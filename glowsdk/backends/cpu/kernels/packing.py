@@ -14,7 +14,8 @@ per-column tables (oy * stride - pad, ox * stride - pad) give which lanes read
 inside the input; padding lanes are zero. When the output row is as wide as
 the input and strides are 1, the lanes of one vector read consecutive input
 elements (a masked vector load); otherwise a masked gather. Contiguous windows of
-few taps are instead packed by the first row tile as it computes (column_source).
+few taps, and stride-2 windows whose output rows are whole vectors, are instead
+packed by the first row tile as it computes (column_source, strided_source).
 """
 from __future__ import annotations
 
@@ -100,11 +101,7 @@ def emit_pack(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, 
     vectors = gemm.tile_vectors
     ivec = ir.VectorType(I32, lanes)
     first = builder.mul(tile, i64(nr))
-    bases = []
-    for table in tables:
-        bases.append([builder.load(builder.gep(table, [i64(0), builder.add(first, i64(v * lanes))], inbounds=True,
-                                               source_etype=table.value_type), typ=ivec, align=4)
-                      for v in range(vectors)])
+    bases = table_vectors(ctx, tables, first, gemm)
     plane = window.height * window.width
     kh, kw = window.kernel
     with loop(builder, kh, name="ky") as ky, loop(builder, kw, name="kx") as kx:
@@ -144,7 +141,12 @@ def first_pass_packs(window: Window, lanes: int) -> bool:
     """Whether a column tile's panel is packed by its first row tile (gemm.Source): windows whose
     columns read consecutive input elements (a masked vector load per tap) and have few taps, or
     read every other element within one output row per vector (`row_strided`)."""
-    return (window.contiguous and window.taps <= FIRST_PASS_TAPS) or row_strided(window, lanes)
+    return unrolled_taps(window) or row_strided(window, lanes)
+
+
+def unrolled_taps(window: Window) -> bool:
+    """Whether the first pass loads with every tap unrolled (`column_source`)."""
+    return window.contiguous and window.taps <= FIRST_PASS_TAPS
 
 
 def row_strided(window: Window, lanes: int) -> bool:
@@ -156,7 +158,7 @@ def row_strided(window: Window, lanes: int) -> bool:
 def first_pass_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, tile: ir.Value,
                       tables: tuple[ir.Value, ir.Value]) -> Source:
     """The gemm.Source of column tile `tile` of im2col(`source`) for a window first_pass_packs accepts."""
-    if window.contiguous and window.taps <= FIRST_PASS_TAPS:
+    if unrolled_taps(window):
         return column_source(ctx, window, gemm, source, tile, tables)
     return strided_source(ctx, window, gemm, source, tile, tables)
 
@@ -171,17 +173,16 @@ def strided_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Va
     ivec = ir.VectorType(I32, lanes)
     kh, kw = window.kernel
     vectors = range(gemm.tile_vectors)
-    rows, cols = ([builder.load(builder.gep(table, [i64(0), builder.add(first, i64(v * lanes))], inbounds=True,
-                                            source_etype=table.value_type), typ=ivec, align=4) for v in vectors]
-                  for table in tables)
+    rows, cols = table_vectors(ctx, tables, first, gemm)
     top = [builder.sext(builder.extract_element(row, ir.Constant(I32, 0)), I64) for row in rows]
     left = [builder.sext(builder.extract_element(col, ir.Constant(I32, 0)), I64) for col in cols]
     inside = [[builder.icmp_unsigned("<", builder.add(cols[v], ir.Constant(ivec, [kx * window.dilations[1]] * lanes)),
                                      ir.Constant(ivec, [window.width] * lanes)) for v in vectors] for kx in range(kw)]
     plane = window.height * window.width
     no = ir.Constant(ir.VectorType(I1, lanes), [0] * lanes)
-    halves = [[j // 2 + half * lanes // 2 if j % 2 == 0 else lanes for j in range(lanes)] for half in (0, 1)]
-    evens = ir.Constant(ir.VectorType(I32, lanes), list(range(0, 2 * lanes, 2)))
+    halves = [ir.Constant(ivec, [j // 2 + half * lanes // 2 if j % 2 == 0 else lanes for j in range(lanes)])
+              for half in (0, 1)]
+    evens = ir.Constant(ivec, list(range(0, 2 * lanes, 2)))
 
     def start(iteration: ir.Value, v: int) -> tuple[ir.Value, ir.Value]:
         """Where vector v of filter column 0 reads in `iteration`, and whether its row is inside."""
@@ -192,12 +193,10 @@ def strided_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Va
 
     def load(iteration: ir.Value, kx: int, v: int) -> ir.Value:
         at, row_inside = start(iteration, v)
-        mask = builder.and_(inside[kx][v], builder.select(row_inside, ir.Constant(ir.VectorType(I1, lanes), [1] * lanes),
-                                                          no))
+        mask = builder.select(row_inside, inside[kx][v], no)
         pointer = offset(builder, source, builder.add(at, i64(kx * window.dilations[1])))
         low, high = (_masked_load(ctx, offset(builder, pointer, half * lanes),
-                                  builder.shuffle_vector(mask, no, ir.Constant(ir.VectorType(I32, lanes), halves[half])),
-                                  lanes) for half in (0, 1))
+                                  builder.shuffle_vector(mask, no, halves[half]), lanes) for half in (0, 1))
         return builder.shuffle_vector(low, high, evens)
 
     def prefetch_row(iteration: ir.Value) -> None:
@@ -218,9 +217,7 @@ def column_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Val
     ivec = ir.VectorType(I32, lanes)
     kh, kw = window.kernel
     masks, shifts = [], []
-    for v in range(gemm.tile_vectors):
-        rows, cols = (builder.load(builder.gep(table, [i64(0), builder.add(first, i64(v * lanes))], inbounds=True,
-                                               source_etype=table.value_type), typ=ivec, align=4) for table in tables)
+    for rows, cols in zip(*table_vectors(ctx, tables, first, gemm)):
         for ky in range(kh):
             for kx in range(kw):
                 dy, dx = ky * window.dilations[0], kx * window.dilations[1]
@@ -251,6 +248,18 @@ def column_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Val
 PREFETCH_STEPS = 32
 """How many k steps ahead the first pass prefetches its input (a channel's rows for the tile):
 about one memory latency of FMA work (12 cycles a step)."""
+
+
+def table_vectors(ctx: KernelContext, tables: tuple[ir.Value, ir.Value], first: ir.Value,
+                  gemm: Gemm) -> tuple[list[ir.Value], list[ir.Value]]:
+    """The row and the column table entries of the tile starting at column `first`, a vector of
+    `lanes` columns each."""
+    builder, lanes = ctx.builder, gemm.lanes
+    ivec = ir.VectorType(I32, lanes)
+    rows, cols = ([builder.load(builder.gep(table, [i64(0), builder.add(first, i64(v * lanes))], inbounds=True,
+                                            source_etype=table.value_type), typ=ivec, align=4)
+                   for v in range(gemm.tile_vectors)] for table in tables)
+    return rows, cols
 
 
 def _masked_load(ctx: KernelContext, pointer: ir.Value, mask: ir.Value, lanes: int) -> ir.Value:
