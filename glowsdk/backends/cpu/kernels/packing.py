@@ -179,7 +179,7 @@ def strided_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Va
     inside = [[builder.icmp_unsigned("<", builder.add(cols[v], ir.Constant(ivec, [kx * window.dilations[1]] * lanes)),
                                      ir.Constant(ivec, [window.width] * lanes)) for v in vectors] for kx in range(kw)]
     plane = window.height * window.width
-    no = ir.Constant(ir.VectorType(I1, lanes), [0] * lanes)
+    no, everywhere = (ir.Constant(ir.VectorType(I1, lanes), [bit] * lanes) for bit in (0, 1))
     halves = [ir.Constant(ivec, [j // 2 + half * lanes // 2 if j % 2 == 0 else lanes for j in range(lanes)])
               for half in (0, 1)]
     evens = ir.Constant(ivec, list(range(0, 2 * lanes, 2)))
@@ -193,7 +193,7 @@ def strided_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Va
 
     def load(iteration: ir.Value, kx: int, v: int) -> ir.Value:
         at, row_inside = start(iteration, v)
-        mask = builder.select(row_inside, inside[kx][v], no)
+        mask = builder.and_(inside[kx][v], builder.select(row_inside, everywhere, no))
         pointer = offset(builder, source, builder.add(at, i64(kx * window.dilations[1])))
         low, high = (_masked_load(ctx, offset(builder, pointer, half * lanes),
                                   builder.shuffle_vector(mask, no, halves[half]), lanes) for half in (0, 1))
