@@ -180,15 +180,17 @@ def test_relu_with_a_scalar_is_fused():
     assert compiled.execute(feeds)["y0"].min() == 0.0  # sqrt(-x) would be NaN
 
 
-@pytest.mark.parametrize("rows, inner, columns", [(1, 300, 70), (9, 17, 49), (16, 64, 96), (3, 5, 1)])
-def test_matmul_constant_weights_are_packed(rows, inner, columns):
+@pytest.mark.parametrize("batch, rows, inner, columns", [((), 1, 300, 70), ((), 9, 17, 49), ((), 16, 64, 96),
+                                                          ((), 3, 5, 1), ((3,), 2, 40, 70), ((2,), 1, 33, 10)])
+def test_matmul_constant_weights_are_packed(batch, rows, inner, columns):
+    """Constant right operands, packed into panels (the edge tile's narrower), one set per batch."""
     rng = np.random.default_rng(1)
 
     def build(fn, v):
-        w = fn.module.create_constant("fc", rng.standard_normal((inner, columns)).astype(np.float32)).result()
+        w = fn.module.create_constant("fc", rng.standard_normal((*batch, inner, columns)).astype(np.float32)).result()
         return [fn.add(linalg.MatMul, v[0], w)]
 
-    compiled = check([((rows, inner), F32)], build, accumulates=True)
+    compiled = check([((*batch, rows, inner), F32)], build, accumulates=True)
     assert any(w.name.endswith(".panels") for w in compiled.program.ir.weights.values())
 
 
@@ -199,11 +201,16 @@ def test_pack_panels_layout():
     for m in range(6):
         for k in range(3):
             assert rows[m // 2, k, m % 2] == (matrix[m, k] if m < 5 else 0)
-    columns = pack_column_panels(matrix.T, 4)  # K=3 x N=5 -> [2 tiles, 3, 4]
-    assert columns.shape == (2, 3, 4)
+    columns = pack_column_panels(matrix.T, 4, 4)  # K=3 x N=5 -> [3, 4] then the edge tile's [3, 4]
+    assert columns.shape == (2 * 3 * 4,)
     for n in range(8):
         for k in range(3):
-            assert columns[n // 4, k, n % 4] == (matrix.T[k, n] if n < 5 else 0)
+            assert columns[(n // 4) * 12 + k * 4 + n % 4] == (matrix.T[k, n] if n < 5 else 0)
+    wide = np.arange(3 * 10, dtype=np.float32).reshape(3, 10)  # K=3 x N=10, NR=8, 2 lanes: [3, 8] then [3, 2]
+    packed = pack_column_panels(wide, 8, 2)
+    assert packed.shape == (3 * 8 + 3 * 2,)
+    assert np.array_equal(packed[:24].reshape(3, 8), wide[:, :8])
+    assert np.array_equal(packed[24:].reshape(3, 2), wide[:, 8:])
 
 
 @pytest.mark.parametrize("target", [VectorTarget(8, 16, 32768, 1 << 20), VectorTarget(4, 16, 32768, 1 << 20)],

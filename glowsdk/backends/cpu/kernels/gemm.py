@@ -23,7 +23,7 @@ is stored, so a Conv + bias + ReLU touches its output once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable
 
@@ -50,6 +50,9 @@ class Panel:
     row_stride: int = 0
     masked: bool = False
     streamed: bool = False
+    edge_k_stride: int = 0
+    """The k stride of the edge column tile's panel where it is packed narrower (packing.py's
+    `pack_column_panels`), 0 where it is as wide as the others."""
 
 
 PREFETCH_BYTES = 2048
@@ -412,6 +415,8 @@ def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of
 
     def tile(panel: Panel, nt: ir.Value, mt: ir.Value, columns: int, c_rows: int,
              source: Source | None = None) -> None:
+        if columns < nr and panel.edge_k_stride:
+            panel = replace(panel, k_stride=panel.edge_k_stride)
         first = builder.mul(mt, i64(mr))
         c_at = builder.add(builder.mul(nt, i64(nr)), builder.mul(first, i64(ldc)))
         micro_kernel(ctx, gemm, a_of(mt), mr if a_padded else c_rows, panel, columns, lambda r: init(first, r),

@@ -41,7 +41,7 @@ from ..codegen.module import KernelContext, Step
 from .epilogue import stacked_epilogue
 from .gemm import Gemm, Panel, bias_init, emit_gemm, offset
 from .int8_matmul import QUANTIZED, accepts, emit_int8_matmul
-from .packing import pack_column_panels
+from .packing import edge_panel_columns, pack_column_panels
 from .table import register
 
 CONTRACT = ("contract",)
@@ -77,8 +77,10 @@ def _matmul_gemm(ctx: KernelContext, step: Step) -> None:
     constant = isinstance(weight, Weight) and weight.role == "constant" and weight.value is not None \
         and weight is rhs
     if constant:
+        edge = edge_panel_columns(gemm.edge_columns(), gemm.lanes)
+        panels_size = (gemm.column_tiles - 1) * inner * nr + inner * edge
         panels = ctx.constant(("columns", weight.name, nr), f"{weight.name}.panels", lambda: _packed_weights(
-            weight.value, batches, nr))
+            weight.value, batches, nr, gemm.lanes))
     epilogue = stacked_epilogue(ctx, step)
     with loop(builder, batches, name="batch") as n:
         a_n = offset(builder, a, builder.mul(n, i64(rows * inner)))
@@ -90,8 +92,8 @@ def _matmul_gemm(ctx: KernelContext, step: Step) -> None:
 
         def b_of(nt: ir.Value) -> Panel:
             if constant:
-                tile = builder.add(builder.mul(n, i64(gemm.column_tiles)), nt)
-                return Panel(offset(builder, panels, builder.mul(tile, i64(inner * nr))), nr, streamed=True)
+                at = builder.add(builder.mul(n, i64(panels_size)), builder.mul(nt, i64(inner * nr)))
+                return Panel(offset(builder, panels, at), nr, streamed=True, edge_k_stride=edge)
             return Panel(offset(builder, b_n, builder.mul(nt, i64(nr))), columns, masked=True)
 
         shifted = None
@@ -103,9 +105,9 @@ def _matmul_gemm(ctx: KernelContext, step: Step) -> None:
         emit_gemm(ctx, gemm, a_of, False, b_of, c_n, columns, bias_init(ctx, None, rows), shifted)
 
 
-def _packed_weights(value: Any, batches: int, tile_columns: int) -> Any:
+def _packed_weights(value: Any, batches: int, tile_columns: int, lanes: int) -> Any:
     matrices = value.reshape(batches, *value.shape[-2:])
-    return np.concatenate([pack_column_panels(m, tile_columns).reshape(-1) for m in matrices])
+    return np.concatenate([pack_column_panels(m, tile_columns, lanes) for m in matrices])
 
 
 def _matmul_loop(ctx: KernelContext, step: Step) -> None:
