@@ -118,21 +118,40 @@ def test_what_comes_from_memory_is_prefetched(tmp_path, constant, stride):
     assert ("llvm.prefetch" in dump.read_text()) == (constant or stride == 1)
 
 
-@pytest.mark.parametrize("threads", [2, 3])
-def test_large_inputs_and_outputs_are_copied_in_slices_with_identical_results(threads):
-    """Tensors of 1 MiB or more go in and out in one slice per thread (parallel.SlicedCopier);
-    a first axis shorter than the threads, and a small tensor, are copied whole. Against the
-    interpreter, twice (the second run reuses the copier)."""
+def _misaligned(array: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of `array` starting 4 bytes past a 16-byte boundary."""
+    raw = np.empty(array.nbytes + 32, np.uint8)
+    start = (-raw.ctypes.data % 16) + 4
+    out = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
+    out[...] = array
+    return out
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_inputs_are_read_in_place_or_copied_and_outputs_are_new_arrays(threads):
+    """Inputs in any layout numpy gives (contiguous, a transposed view, misaligned, a cast float64)
+    against the interpreter; the inputs are left as they were, and each run returns new arrays
+    that a later run does not overwrite."""
     def build(fn, v):
-        return [fn.add(ew.Add, v[0], v[0]), fn.add(ew.Mul, v[1], v[1]), fn.add(ew.Neg, v[2])]
-    inputs = [((601, 1024), F32), ((2, 300, 1024), F32), ((5, 7), F32)]
+        return [fn.add(ew.Add, v[0], v[1]), fn.add(ew.Neg, v[2]), fn.add(ew.Mul, v[0], v[0])]
+    inputs = [((301, 1024), F32), ((301, 1024), F32), ((5, 7), F32)]
     fn = make(inputs, build)
     rng = np.random.default_rng(0)
-    for _ in range(2):
-        feeds = {f"x{i}": rng.standard_normal(shape).astype(np.float32) for i, (shape, _) in enumerate(inputs)}
-        got, want, compiled = run_both(fn, feeds, threads=threads)
+    plain = {f"x{i}": rng.standard_normal(shape).astype(np.float32) for i, (shape, _) in enumerate(inputs)}
+    odd = {"x0": _misaligned(plain["x0"]), "x1": np.asfortranarray(plain["x1"]),
+           "x2": plain["x2"].astype(np.float64)}
+    assert odd["x0"].ctypes.data % 16 and not odd["x1"].flags.c_contiguous
+    got, want, compiled = run_both(fn, plain, threads=threads)
+    kept = {name: array.copy() for name, array in plain.items()}
+    for feeds in (odd, plain):
+        again = compiled.execute(feeds)
         for name in want:
-            np.testing.assert_array_equal(got[name], want[name])
+            np.testing.assert_array_equal(again[name], want[name])
+            assert not np.shares_memory(again[name], got[name])
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+    for name, array in plain.items():
+        np.testing.assert_array_equal(array, kept[name])
     compiled.close()
 
 

@@ -4,7 +4,7 @@ The JIT, the compile cache and the AOT bundle all consume the same image: the
 position-independent object code of the module, the constant region as the
 static allocator (and the kernels' packed weights) laid it out, the sizes of
 the two mutable regions, where each input and output lives in the placeholder
-region, and the C signature of every function the object exports, as read from
+region (in the order of the module's bindings table), and the C signature of every function the object exports, as read from
 the module (never restated by hand). image_file.py stores one on disk.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 from ...compiler.ir.program import Program
 from ...errors import UnsupportedError
 from ...graph.types import ElemKind, Type
+from .codegen.module import placeholder_weights
 
 ALIGNMENT = 64
 """Byte alignment of every region (the allocator's offsets are multiples of it too)."""
@@ -109,18 +110,16 @@ class CpuImage:
         """The image of `program` compiled to `object_code`: constants copied to their offsets."""
         plan = program.plan
         constants = aligned_bytes(plan.constant_bytes)
-        bindings = []
         for weight in program.ir.weights.values():
-            offset = plan.address(weight)[1]
             if weight.role == "constant":
                 if weight.value is None:
                     raise UnsupportedError(f"constant weight %{weight.name} has no data")
+                offset = plan.address(weight)[1]
                 view = constants[offset:offset + weight.type.nbytes].view(weight.type.dtype)
                 np.copyto(view.reshape(weight.type.shape), weight.value)
-            else:
-                bindings.append(Binding(weight.name, weight.role, weight.type, offset))
-        return cls(object_code, exports, constants, plan.activation_bytes, plan.placeholder_bytes,
-                   tuple(bindings), triple, cpu)
+        bindings = tuple(Binding(w.name, w.role, w.type, plan.address(w)[1]) for w in placeholder_weights(program))
+        return cls(object_code, exports, constants, plan.activation_bytes, plan.placeholder_bytes, bindings,
+                   triple, cpu)
 
     def describe(self, key: str) -> dict:
         """The JSON description written before the sections (everything but the bytes)."""

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -78,45 +77,3 @@ def _stop(jit: Any, stop: Any, state: int, buffer: np.ndarray, workers: list[thr
     stop(state)
     for thread in workers:
         thread.join()
-
-
-COPY_SLICE_BYTES = 1 << 20
-"""Tensors at least this large are copied into and out of the regions in `threads` slices at once."""
-
-
-class SlicedCopier:
-    """Copies a run's inputs into the placeholder region and its outputs out of it, a large tensor
-    in one slice per thread at once (numpy releases the GIL while it copies). A memory-bound
-    network spends about as long copying as computing: the 4M-float element-wise chain on 2
-    threads copies 16 MB in and 16 MB out (1.2 ms each on one thread, 0.8 on two) around a
-    2 ms kernel."""
-
-    def __init__(self, threads: int) -> None:
-        self.threads = threads
-        self._executor: ThreadPoolExecutor | None = None
-
-    def copy(self, destination: np.ndarray, source: np.ndarray) -> None:
-        """np.copyto(destination, source), in slices along the first axis when large."""
-        parts = min(self.threads, destination.shape[0] if destination.ndim else 1)
-        if parts == 1 or destination.nbytes < COPY_SLICE_BYTES or source.shape != destination.shape:
-            np.copyto(destination, source)
-            return
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="glowsdk-copy")
-        bounds = [destination.shape[0] * i // parts for i in range(parts + 1)]
-        slices = [slice(low, high) for low, high in zip(bounds, bounds[1:])]
-        pending = [self._executor.submit(np.copyto, destination[part], source[part]) for part in slices[1:]]
-        np.copyto(destination[slices[0]], source[slices[0]])
-        for done in pending:
-            done.result()
-
-    def copied(self, source: np.ndarray) -> np.ndarray:
-        """A new array holding `source`."""
-        result = np.empty_like(source)
-        self.copy(result, source)
-        return result
-
-    def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown()
-            self._executor = None

@@ -1,20 +1,25 @@
 """One LLVM module for a whole Program: an entry point calling one specialised kernel per step.
 
 The entry point `glowsdk_main(ptr constants, ptr activations, ptr placeholders)`
-takes the three regions the static allocator laid out, and every operand's
-address is its region's base plus the constant byte offset the allocator chose.
+takes the three regions the static allocator laid out. A weight's or an
+activation's address is its region's base plus the constant byte offset the
+allocator chose. An input or output is reached through a bindings table
+instead, one pointer per placeholder in `placeholder_weights` order:
+`glowsdk_main` fills it with the placeholder region's base plus each planned
+offset, and the JIT (backend.py) fills it with the caller's input arrays and
+the output arrays it returns, so a run copies no tensor in or out.
 Each step (one instruction, or a stack of element-wise ones) becomes an internal
-function of the three pointers and (thread, threads), named after its
+function of (constants, activations, bindings, thread, threads), named after its
 instructions so a dump reads like the IR, and the entry point calls them in
 program order. Kernels return a status (0, or 1 for a run-time error such as a
 Gather index out of range); the entry point stops at the first failure.
 
-Threads (threads.py): `glowsdk_thread(constants, activations, placeholders,
-thread, threads)` is the same program run by thread `thread` of `threads`; a
-kernel that splits its work takes its share, any other runs on thread 0 only,
-and a barrier separates kernels. `glowsdk_main` is thread 0 of 1; pool.py adds
-a persistent worker pool that runs the thread entry on every thread. With the
-`profile` option, counters.py charges each step's cycles to a counter.
+Threads (threads.py): `glowsdk_thread(constants, activations, bindings, thread,
+threads)` is the same program run by thread `thread` of `threads`; a kernel that
+splits its work takes its share, any other runs on thread 0 only, and a barrier
+separates kernels. `glowsdk_main` is thread 0 of 1; pool.py adds a persistent
+worker pool that runs the thread entry on every thread. With the `profile`
+option, counters.py charges each step's cycles to a counter.
 
 Kernels may also add packed constants (weights re-laid out at compile time,
 appended to the constants region as new weights) and use scratch memory (one
@@ -30,7 +35,7 @@ import numpy as np
 from llvmlite import ir
 
 from ....compiler.ir.allocator import aligned
-from ....compiler.ir.function import Instruction, Value
+from ....compiler.ir.function import Instruction, Value, Weight, base_of
 from ....compiler.ir.program import Program
 from ....graph.types import ElemKind, Type
 from ....names import fresh_name
@@ -42,7 +47,14 @@ from .threads import BARRIER_BYTES, emit_barrier, split
 ENTRY = "glowsdk_main"
 THREAD_ENTRY = "glowsdk_thread"
 REGIONS = ("constants", "activations", "placeholders")
-"""The entry point's arguments, in order (the thread entry adds thread and threads, i32)."""
+"""The entry point's arguments, in order."""
+KERNEL_ARGUMENTS = ("constants", "activations", "bindings")
+"""The pointer arguments of the thread entry and of every kernel (then thread and threads, i32)."""
+
+
+def placeholder_weights(program: Program) -> list[Weight]:
+    """The inputs and outputs of `program`, in the order of the bindings table."""
+    return [w for w in program.ir.weights.values() if w.role != "constant"]
 
 STATUS_OK, STATUS_OUT_OF_RANGE = 0, 1
 
@@ -57,8 +69,9 @@ class KernelContext:
         self._locals = ir.IRBuilder(function.append_basic_block("entry"))
         self._body = function.append_basic_block("body")
         self.builder = ir.IRBuilder(self._body)
-        self._bases = dict(zip(REGIONS, function.args))
-        self.thread, self.threads = function.args[len(REGIONS):]
+        self._bases = dict(zip(KERNEL_ARGUMENTS, function.args))
+        self._bound: dict[str, ir.Value] = {}
+        self.thread, self.threads = function.args[len(KERNEL_ARGUMENTS):]
         self.parallel = False
         self.position: Callable[[], ir.Value] | None = None
         """The flat index in the result of the element being computed, where a loop sets it (the
@@ -73,10 +86,23 @@ class KernelContext:
     def address(self, value: Value) -> ir.Value:
         """A pointer to the first byte of `value` (a weight, activation or view)."""
         region, offset = self.owner.program.plan.address(value)
-        base = self._bases[region]
+        if region == "placeholders":
+            name = base_of(value).name
+            base = self._binding(name)
+            offset -= self.owner.program.plan.placeholder_offsets[name]
+        else:
+            base = self._bases[region]
         if offset == 0:
             return base
         return self.builder.gep(base, [i64(offset)], inbounds=True, source_etype=I8)
+
+    def _binding(self, name: str) -> ir.Value:
+        """The input's or output's pointer, loaded from the bindings table once per kernel."""
+        if name not in self._bound:
+            slot = self._locals.gep(self._bases["bindings"], [i64(self.owner.binding_index[name])], inbounds=True,
+                                    source_etype=PTR)
+            self._bound[name] = self._locals.load(slot, typ=PTR, name=f"{name}.at")
+        return self._bound[name]
 
     def constant(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> ir.Value:
         """A pointer to a compile-time constant array (e.g. weights packed into panels), made by
@@ -169,7 +195,9 @@ class ModuleBuilder:
         self.module = ir.Module(name=program.ir.name)
         self.module.triple = triple
         self.module.data_layout = data_layout
-        self._signature = ir.FunctionType(I32, [PTR] * len(REGIONS) + [I32, I32])
+        self._signature = ir.FunctionType(I32, [PTR] * len(KERNEL_ARGUMENTS) + [I32, I32])
+        self.placeholders = placeholder_weights(program)
+        self.binding_index = {w.name: i for i, w in enumerate(self.placeholders)}
         self._names: set[str] = set()
         self._packed: dict[tuple, int] = {}
         self._scratch_base = aligned(program.plan.activation_bytes, 64)
@@ -212,7 +240,7 @@ class ModuleBuilder:
         function = ir.Function(self.module, self._signature, self.unique(name))
         function.linkage = linkage
         function.attributes.add("nounwind")
-        for arg, region in zip(function.args, REGIONS):
+        for arg, region in zip(function.args, KERNEL_ARGUMENTS):
             arg.name = region
             arg.add_attribute("noalias")
         function.args[-2].name, function.args[-1].name = "thread", "threads"
@@ -242,8 +270,9 @@ class ModuleBuilder:
         return self._builder.gep(self.entry.args[1], [i64(self._barrier)], inbounds=True, source_etype=I8)
 
     def finish(self) -> ir.Module:
-        """Close the thread entry point, add `glowsdk_main` (thread 0 of 1) and the thread pool's
-        entry points (pool.py), return the module."""
+        """Close the thread entry point, add `glowsdk_main` (thread 0 of 1, its bindings the
+        planned offsets in the placeholder region) and the thread pool's entry points (pool.py),
+        return the module."""
         self._builder.ret(self._builder.load(self._status))
         main = ir.Function(self.module, ir.FunctionType(I32, [PTR] * len(REGIONS)), ENTRY)
         main.attributes.add("nounwind")
@@ -251,6 +280,12 @@ class ModuleBuilder:
             arg.name = region
             arg.add_attribute("noalias")
         builder = ir.IRBuilder(main.append_basic_block("entry"))
-        builder.ret(builder.call(self.entry, [*main.args, ir.Constant(I32, 0), ir.Constant(I32, 1)]))
+        table = builder.alloca(PTR, size=i64(max(1, len(self.placeholders))), name="bindings")
+        offsets = self.program.plan.placeholder_offsets
+        for index, weight in enumerate(self.placeholders):
+            at = builder.gep(main.args[2], [i64(offsets[weight.name])], inbounds=True, source_etype=I8)
+            builder.store(at, builder.gep(table, [i64(index)], inbounds=True, source_etype=PTR))
+        builder.ret(builder.call(self.entry, [main.args[0], main.args[1], table, ir.Constant(I32, 0),
+                                              ir.Constant(I32, 1)]))
         add_pool(self.module, self.entry)
         return self.module

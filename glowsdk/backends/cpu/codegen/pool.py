@@ -5,8 +5,8 @@ run, more than a whole small network takes, so the workers stay alive between
 runs inside the machine code. The host (parallel.py) allocates a zeroed pool
 state of POOL_BYTES, starts `threads - 1` threads that each call
 `glowsdk_worker(state, index)` once (it returns only when the pool stops), and
-runs the network with `glowsdk_run(state, constants, activations, placeholders,
-threads)`: it publishes the job, runs thread 0's share itself, waits for the
+runs the network with `glowsdk_run(state, constants, activations, bindings,
+threads)` (bindings: the table of input and output pointers, module.py): it publishes the job, runs thread 0's share itself, waits for the
 workers, and returns 0 or the status of a thread that failed. A worker waits
 for a new job by spinning (x86 `pause`), then yielding the core (threads.back_off),
 so back-to-back runs start within a microsecond, then by sleeping until the next
@@ -16,7 +16,7 @@ an idle spell waits microseconds, not a nap), elsewhere in growing naps.
 `glowsdk_pool_stop(state)` makes every worker return.
 
 The state, one cache line per field: the job generation (0 before the first
-job), the count of workers done with it, the stop flag, the job (three region
+job), the count of workers done with it, the stop flag, the job (the three
 pointers and the thread count), the failing statuses or-ed together, and the
 count of workers asleep on the futex (a run makes the wake-up call only when
 there are any).
@@ -148,10 +148,10 @@ def _define_worker(module: ir.Module, thread_entry: ir.Function) -> None:
     work = function.append_basic_block("work")
     builder.cbranch(builder.icmp_unsigned("!=", stopped, ir.Constant(I32, 0)), stop, work)
     builder.position_at_end(work)
-    regions = [builder.load(_field(builder, state, JOB + 8 * i), typ=PTR) for i in range(3)]
+    pointers = [builder.load(_field(builder, state, JOB + 8 * i), typ=PTR) for i in range(3)]
     threads = builder.load(_field(builder, state, JOB + 24), typ=I32)
     with builder.if_then(builder.icmp_unsigned("<", index, threads)):
-        status = builder.call(thread_entry, [*regions, index, threads])
+        status = builder.call(thread_entry, [*pointers, index, threads])
         builder.atomic_rmw("or", _field(builder, state, STATUS), status, "monotonic")
     builder.atomic_rmw("add", _field(builder, state, DONE), ir.Constant(I32, 1), "release")
     seen.add_incoming(now, builder.block)
@@ -165,18 +165,18 @@ def _define_worker(module: ir.Module, thread_entry: ir.Function) -> None:
 def _define_run(module: ir.Module, thread_entry: ir.Function) -> None:
     """Publish the job, run share 0, wait for the workers; the first failing status (0 if none)."""
     function = _function(module, RUN, [PTR, PTR, PTR, PTR, I32],
-                         ["state", "constants", "activations", "placeholders", "threads"])
-    state, *regions, threads = function.args
+                         ["state", "constants", "activations", "bindings", "threads"])
+    state, *pointers, threads = function.args
     builder = ir.IRBuilder(function.append_basic_block("entry"))
-    for i, region in enumerate(regions):
-        builder.store(region, _field(builder, state, JOB + 8 * i))
+    for i, pointer in enumerate(pointers):
+        builder.store(pointer, _field(builder, state, JOB + 8 * i))
     builder.store(threads, _field(builder, state, JOB + 24))
     done = _field(builder, state, DONE)
     builder.atomic_rmw("xchg", done, ir.Constant(I32, 0), "monotonic")
     builder.atomic_rmw("xchg", _field(builder, state, STATUS), ir.Constant(I32, 0), "monotonic")
     builder.atomic_rmw("add", _field(builder, state, GENERATION), ir.Constant(I32, 1), "seq_cst")
     _wake(builder, state)
-    own = builder.call(thread_entry, [*regions, ir.Constant(I32, 0), threads])
+    own = builder.call(thread_entry, [*pointers, ir.Constant(I32, 0), threads])
     workers = builder.sub(threads, ir.Constant(I32, 1))
     wait_until(builder, lambda: builder.icmp_unsigned(
         ">=", builder.load_atomic(done, "acquire", 4, typ=I32), workers), nap=True, name="join")
