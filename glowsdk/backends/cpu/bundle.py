@@ -43,11 +43,6 @@ def write_bundle(compiled: CompiledFunction, folder: str | os.PathLike, source: 
     return paths
 
 
-def ordered_bindings(image: CpuImage) -> list[Binding]:
-    """Inputs, then outputs, each in the image's order: the order of the header's table."""
-    return [b for b in image.bindings if b.role == "input"] + [b for b in image.bindings if b.role == "output"]
-
-
 def _c_string(text: str) -> str:
     """`text` as a C string literal: printable ASCII as is, everything else as octal UTF-8 bytes."""
     out = []
@@ -79,7 +74,7 @@ def _row(binding: Binding) -> str:
 
 def format_header(image: CpuImage, source: str) -> str:
     """The text of bundle.h for `image`, compiled from the model `source`."""
-    bindings = ordered_bindings(image)
+    bindings = image.bindings
     rows = "\n".join(_row(b) for b in bindings)
     prototypes = "\n".join(f"{s.returns} {s.symbol}({', '.join(_declarator(a.c_type, a.name) for a in s.arguments)});"
                            for s in image.exports)
@@ -90,7 +85,9 @@ def format_header(image: CpuImage, source: str) -> str:
  * Object code: bundle.o, for {image.triple} on CPU {image.cpu} (it uses that CPU's vector features).
  * Weights: bundle.weights, the whole constants region (GLOWSDK_BUNDLE_CONSTANT_BYTES raw bytes).
  * Buffers: three regions, each aligned to GLOWSDK_BUNDLE_ALIGNMENT bytes; activations must start zeroed.
- * Inputs go into the placeholders region at their offsets before a call, outputs are read from it after.
+ * glowsdk_main: inputs go into the placeholders region at their offsets before a call, outputs are read
+ * from it after. glowsdk_thread and glowsdk_run take a bindings table instead: one pointer per row of
+ * glowsdk_bundle_tensors, in its order, to wherever that tensor is.
  * A function returns 0, or 1 when an index input (Gather) is out of range.
  */
 #ifndef GLOWSDK_BUNDLE_H
@@ -120,7 +117,7 @@ typedef struct {{
   int32_t zero_point;
 }} glowsdk_bundle_tensor;
 
-/* Inputs first, then outputs. */
+/* Inputs first, then outputs: also the order of a bindings table. */
 static const glowsdk_bundle_tensor glowsdk_bundle_tensors[] = {{
 {rows}
 }};

@@ -2,7 +2,8 @@
 
 Checks, naming the instruction:
 - every operand is a weight or an instruction defined earlier in the program;
-- operand counts and directions match the record; constants are never written;
+- operand counts and directions match the record; constants and inputs are never
+  written (a backend may read an input where the caller's array holds it);
 - a derived instruction's destination types are what its node type rule gives for
   its sources, so IRGen and every IR pass keep the program well-typed;
 - a tensorview fits inside its source;
@@ -39,8 +40,8 @@ def verify_ir(function: IRFunction) -> None:
                     raise instr.fail(f"uses %{value.name} after its deallocactivation")
                 if id(base) not in alive:
                     raise instr.fail(f"uses %{value.name}, whose buffer is not allocated here")
-            if direction.writes and isinstance(base, Weight) and base.role == "constant":
-                raise instr.fail(f"writes the constant %{base.name}")
+            if direction.writes and isinstance(base, Weight) and base.role != "output":
+                raise instr.fail(f"writes the {base.role} %{base.name}")
             if direction.reads and instr.kind not in _STRUCTURAL and id(base) not in written:
                 raise instr.fail(f"reads %{value.name} before anything wrote it")
         for value, direction in instr.operand_pairs():

@@ -9,10 +9,13 @@ instead, one pointer per placeholder in `placeholder_weights` order:
 offset, and the JIT (backend.py) fills it with the caller's input arrays and
 the output arrays it returns, so a run copies no tensor in or out.
 Each step (one instruction, or a stack of element-wise ones) becomes an internal
-function of (constants, activations, bindings, thread, threads), named after its
-instructions so a dump reads like the IR, and the entry point calls them in
-program order. Kernels return a status (0, or 1 for a run-time error such as a
-Gather index out of range); the entry point stops at the first failure.
+function of (constants, activations, one pointer per input or output it uses,
+thread, threads), named after its instructions so a dump reads like the IR, and
+the entry point calls them in program order. Every pointer argument is
+`noalias` (outputs overlap nothing, inputs are only read), which lets LLVM
+vectorise and reorder a kernel's loops as freely as within one region. Kernels
+return a status (0, or 1 for a run-time error such as a Gather index out of
+range); the entry point stops at the first failure.
 
 Threads (threads.py): `glowsdk_thread(constants, activations, bindings, thread,
 threads)` is the same program run by thread `thread` of `threads`; a kernel that
@@ -49,12 +52,13 @@ THREAD_ENTRY = "glowsdk_thread"
 REGIONS = ("constants", "activations", "placeholders")
 """The entry point's arguments, in order."""
 KERNEL_ARGUMENTS = ("constants", "activations", "bindings")
-"""The pointer arguments of the thread entry and of every kernel (then thread and threads, i32)."""
+"""The pointer arguments of the thread entry (then thread and threads, i32)."""
 
 
 def placeholder_weights(program: Program) -> list[Weight]:
-    """The inputs and outputs of `program`, in the order of the bindings table."""
-    return [w for w in program.ir.weights.values() if w.role != "constant"]
+    """The inputs, then the outputs of `program`: the order of the bindings table."""
+    weights = program.ir.weights.values()
+    return [w for w in weights if w.role == "input"] + [w for w in weights if w.role == "output"]
 
 STATUS_OK, STATUS_OUT_OF_RANGE = 0, 1
 
@@ -62,16 +66,16 @@ STATUS_OK, STATUS_OUT_OF_RANGE = 0, 1
 class KernelContext:
     """What a kernel builder sees: an IRBuilder inside the kernel's function, and operand addresses."""
 
-    def __init__(self, owner: ModuleBuilder, function: ir.Function) -> None:
+    def __init__(self, owner: ModuleBuilder, function: ir.Function, bound: Sequence[str]) -> None:
         self.owner = owner
         self.module = owner.module
         self.function = function
         self._locals = ir.IRBuilder(function.append_basic_block("entry"))
         self._body = function.append_basic_block("body")
         self.builder = ir.IRBuilder(self._body)
-        self._bases = dict(zip(KERNEL_ARGUMENTS, function.args))
-        self._bound: dict[str, ir.Value] = {}
-        self.thread, self.threads = function.args[len(KERNEL_ARGUMENTS):]
+        self._bases = {"constants": function.args[0], "activations": function.args[1]}
+        self._bound = dict(zip(bound, function.args[2:]))
+        self.thread, self.threads = function.args[-2:]
         self.parallel = False
         self.position: Callable[[], ir.Value] | None = None
         """The flat index in the result of the element being computed, where a loop sets it (the
@@ -88,21 +92,13 @@ class KernelContext:
         region, offset = self.owner.program.plan.address(value)
         if region == "placeholders":
             name = base_of(value).name
-            base = self._binding(name)
+            base = self._bound[name]
             offset -= self.owner.program.plan.placeholder_offsets[name]
         else:
             base = self._bases[region]
         if offset == 0:
             return base
         return self.builder.gep(base, [i64(offset)], inbounds=True, source_etype=I8)
-
-    def _binding(self, name: str) -> ir.Value:
-        """The input's or output's pointer, loaded from the bindings table once per kernel."""
-        if name not in self._bound:
-            slot = self._locals.gep(self._bases["bindings"], [i64(self.owner.binding_index[name])], inbounds=True,
-                                    source_etype=PTR)
-            self._bound[name] = self._locals.load(slot, typ=PTR, name=f"{name}.at")
-        return self._bound[name]
 
     def constant(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> ir.Value:
         """A pointer to a compile-time constant array (e.g. weights packed into panels), made by
@@ -182,6 +178,17 @@ class Step:
         return f"stack{len(self.instrs)}.{first.name}"
 
 
+def step_placeholders(step: Step) -> list[str]:
+    """The inputs and outputs `step` reads or writes, by name, each once."""
+    names: dict[str, None] = {}
+    for instr in (*step.instrs, *(step.epilogue or ())):
+        for value in instr.operands:
+            base = base_of(value) if value is not None else None
+            if isinstance(base, Weight) and base.role != "constant":
+                names[base.name] = None
+    return list(names)
+
+
 KernelBuilder = Callable[[KernelContext, Step], None]
 """Emits the body of one step's kernel."""
 
@@ -195,15 +202,16 @@ class ModuleBuilder:
         self.module = ir.Module(name=program.ir.name)
         self.module.triple = triple
         self.module.data_layout = data_layout
-        self._signature = ir.FunctionType(I32, [PTR] * len(KERNEL_ARGUMENTS) + [I32, I32])
         self.placeholders = placeholder_weights(program)
-        self.binding_index = {w.name: i for i, w in enumerate(self.placeholders)}
         self._names: set[str] = set()
         self._packed: dict[tuple, int] = {}
         self._scratch_base = aligned(program.plan.activation_bytes, 64)
         self._barrier = self._scratch_base
-        self.entry = self._function(THREAD_ENTRY, linkage="external")
+        self.entry = self._function(THREAD_ENTRY, "external", KERNEL_ARGUMENTS)
         self._builder = ir.IRBuilder(self.entry.append_basic_block("entry"))
+        self._bindings = {w.name: self._builder.load(self._builder.gep(
+            self.entry.args[2], [i64(index)], inbounds=True, source_etype=PTR), typ=PTR, name=f"{w.name}.at")
+            for index, w in enumerate(self.placeholders)}
         self._status = self._builder.alloca(I32, name="status")
         self._builder.store(ir.Constant(I32, STATUS_OK), self._status)
         self.scratch_offset(0)
@@ -236,21 +244,24 @@ class ModuleBuilder:
         self._names.add(candidate)
         return candidate
 
-    def _function(self, name: str, linkage: str) -> ir.Function:
-        function = ir.Function(self.module, self._signature, self.unique(name))
+    def _function(self, name: str, linkage: str, pointers: Sequence[str]) -> ir.Function:
+        """A function of the named noalias pointers, then (thread, threads)."""
+        signature = ir.FunctionType(I32, [PTR] * len(pointers) + [I32, I32])
+        function = ir.Function(self.module, signature, self.unique(name))
         function.linkage = linkage
         function.attributes.add("nounwind")
-        for arg, region in zip(function.args, KERNEL_ARGUMENTS):
-            arg.name = region
+        for arg, pointer in zip(function.args, pointers):
+            arg.name = pointer
             arg.add_attribute("noalias")
         function.args[-2].name, function.args[-1].name = "thread", "threads"
         return function
 
     def add_step(self, step: Step, build: KernelBuilder) -> None:
         """A kernel for `step`, built by `build`, called next by the entry point."""
-        function = self._function(step.name, linkage="internal")
+        bound = step_placeholders(step)
+        function = self._function(step.name, "internal", ["constants", "activations", *bound])
         function.attributes.add("noinline")
-        context = KernelContext(self, function)
+        context = KernelContext(self, function, bound)
         build(context, step)
         context.close()
         builder = self._builder
@@ -260,7 +271,8 @@ class ModuleBuilder:
             first = builder.icmp_unsigned("==", self.entry.args[-2], ir.Constant(I32, 0))
             ok = builder.and_(ok, first)
         with builder.if_then(ok):
-            builder.store(builder.call(function, list(self.entry.args)), self._status)
+            arguments = [*self.entry.args[:2], *(self._bindings[name] for name in bound), *self.entry.args[-2:]]
+            builder.store(builder.call(function, arguments), self._status)
         emit_barrier(builder, self._barrier_address(), self.entry.args[-1])
         if self._counters is not None:
             self._counters.charge(builder, self._steps, started, self.entry.args[-2])
