@@ -130,8 +130,8 @@ def _misaligned(array: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("threads", [1, 2])
 def test_inputs_are_read_in_place_or_copied_and_outputs_are_new_arrays(threads):
     """Inputs in any layout numpy gives (contiguous, a transposed view, misaligned, a cast float64)
-    against the interpreter; the inputs are left as they were, and each run returns new arrays
-    that a later run does not overwrite."""
+    against the interpreter; the inputs are left as they were, each run returns new arrays that a
+    later run does not overwrite, and the same input arrays changed in place are read afresh."""
     def build(fn, v):
         return [fn.add(ew.Add, v[0], v[1]), fn.add(ew.Neg, v[2]), fn.add(ew.Mul, v[0], v[0])]
     inputs = [((301, 1024), F32), ((301, 1024), F32), ((5, 7), F32)]
@@ -152,6 +152,12 @@ def test_inputs_are_read_in_place_or_copied_and_outputs_are_new_arrays(threads):
         np.testing.assert_array_equal(got[name], want[name])
     for name, array in plain.items():
         np.testing.assert_array_equal(array, kept[name])
+    plain["x0"] *= 2  # the same arrays again, changed in place: read afresh
+    plain["x2"][0] = 7
+    want = compile_function(fn, get_backend("interpreter")).execute(plain)
+    again = compiled.execute(plain)
+    for name in want:
+        np.testing.assert_array_equal(again[name], want[name])
     compiled.close()
 
 
