@@ -4,8 +4,9 @@ The JIT, the compile cache and the AOT bundle all consume the same image: the
 position-independent object code of the module, the constant region as the
 static allocator (and the kernels' packed weights) laid it out, the sizes of
 the two mutable regions, where each input and output lives in the placeholder
-region (in the order of the module's bindings table), and the C signature of every function the object exports, as read from
-the module (never restated by hand). image_file.py stores one on disk.
+region (in the order of the module's bindings table), and the C signature of
+every function the object exports, as read from the module (never restated by
+hand). image_file.py stores one on disk.
 """
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ ENTRY = "glowsdk_main"
 THREAD_ENTRY = "glowsdk_thread"
 REGIONS = ("constants", "activations", "placeholders")
 """The entry point's arguments, in order."""
-KERNEL_ARGUMENTS = ("constants", "activations", "bindings")
+THREAD_ARGUMENTS = ("constants", "activations", "bindings")
 """The pointer arguments of the thread entry (then thread and threads, i32)."""
 
 
@@ -207,7 +207,7 @@ class ModuleBuilder:
         self._packed: dict[tuple, int] = {}
         self._scratch_base = aligned(program.plan.activation_bytes, 64)
         self._barrier = self._scratch_base
-        self.entry = self._function(THREAD_ENTRY, "external", KERNEL_ARGUMENTS)
+        self.entry = self._function(THREAD_ENTRY, "external", THREAD_ARGUMENTS)
         self._builder = ir.IRBuilder(self.entry.append_basic_block("entry"))
         self._bindings = {w.name: self._builder.load(self._builder.gep(
             self.entry.args[2], [i64(index)], inbounds=True, source_etype=PTR), typ=PTR, name=f"{w.name}.at")

@@ -41,7 +41,7 @@ from ..codegen.module import KernelContext, Step
 from .epilogue import stacked_epilogue
 from .gemm import Gemm, Panel, bias_init, emit_gemm, offset
 from .int8_matmul import QUANTIZED, accepts, emit_int8_matmul
-from .packing import edge_panel_columns, pack_column_panels
+from .packing import column_panels_size, edge_panel_columns, pack_column_panels
 from .table import register
 
 CONTRACT = ("contract",)
@@ -78,7 +78,7 @@ def _matmul_gemm(ctx: KernelContext, step: Step) -> None:
         and weight is rhs
     if constant:
         edge = edge_panel_columns(gemm.edge_columns(), gemm.lanes)
-        panels_size = (gemm.column_tiles - 1) * inner * nr + inner * edge
+        panels_size = column_panels_size(inner, columns, nr, gemm.lanes)
         panels = ctx.constant(("columns", weight.name, nr), f"{weight.name}.panels", lambda: _packed_weights(
             weight.value, batches, nr, gemm.lanes))
     epilogue = stacked_epilogue(ctx, step)

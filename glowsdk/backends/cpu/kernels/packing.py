@@ -62,6 +62,12 @@ def edge_panel_columns(columns: int, lanes: int) -> int:
     return -(-columns // lanes) * lanes
 
 
+def column_panels_size(depth: int, columns: int, tile_columns: int, lanes: int) -> int:
+    """Elements `pack_column_panels` makes of a [depth, columns] matrix."""
+    full, edge = divmod(columns, tile_columns)
+    return depth * (full * tile_columns + (edge_panel_columns(edge, lanes) if edge else 0))
+
+
 @dataclass(frozen=True)
 class Window:
     """The im2col geometry of a 2-d convolution over one image (a matrix is a 1 x N image with
