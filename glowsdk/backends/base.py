@@ -109,7 +109,13 @@ class Backend(ABC):
         return all(kind in elems for kind in kinds)
 
     def should_lower(self, node: Node) -> bool:
-        """Whether the compiler should lower `node`; return False to receive it as it is."""
+        """Whether the compiler should lower `node`; return False to receive it as it is.
+
+        Consulted for high-level nodes (kinds with a lowering rule) and for primitives this backend
+        does not support that have an alternative lowering onto primitives it declares (a Conv as
+        patch extraction + MatMul); refusing one keeps it as it is, for a fallback device or to be
+        reported unsupported.
+        """
         return True
 
     def transform_post_lowering(self, function: Function) -> bool:

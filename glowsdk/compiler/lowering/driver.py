@@ -2,9 +2,13 @@
 
 Each node that has a lowering rule, and that the backend does not ask to keep,
 is replaced by the rule's sub-graph; new nodes are lowered in turn until only
-primitives and kept nodes remain. The function is verified after every rewrite
-when `verify_each` is set (tests, debugging), so a broken rule is caught at the
-node that introduced it; the result is always verified once at the end.
+primitives and kept nodes remain. A primitive the backend does not support is
+rewritten by its alternative lowering (PRIMITIVE_LOWERINGS) when it has one, the
+backend declares every primitive that lowering builds from and runs every node
+it made; otherwise the rewrite is undone and the node stays (for a fallback
+device, or to be reported). The function is verified after every rewrite when
+`verify_each` is set (tests, debugging), so a broken rule is caught at the node
+that introduced it; the result is always verified once at the end.
 """
 from __future__ import annotations
 
@@ -14,9 +18,9 @@ from dataclasses import dataclass, field
 from ...backends.base import Backend, unsupported_nodes
 from ...errors import GraphError, UnsupportedOpsError
 from ...graph.function import Function
-from ...graph.node import NodeValue, Storage
+from ...graph.node import Node, NodeValue, Storage
 from . import rules  # noqa: F401  (registers the lowering rules)
-from .registry import LOWERINGS, Lowerer
+from .registry import LOWERINGS, PRIMITIVE_LOWERINGS, AlternativeLowering, Lowerer, Rule
 
 
 @dataclass
@@ -27,6 +31,24 @@ class LoweringReport:
     kept: Counter = field(default_factory=Counter)
 
 
+def _rule(node: Node, backend: Backend) -> Rule | None:
+    """The lowering of a high-level node, or the alternative lowering of a primitive `backend` does not
+    support, when the backend declares every primitive the alternative builds from."""
+    if node.kind in LOWERINGS:
+        return LOWERINGS[node.kind]
+    alternative = PRIMITIVE_LOWERINGS.get(node.kind)
+    if alternative is None or backend.is_op_supported(node):
+        return None
+    return alternative if all(kind in backend.primitives for kind in alternative.onto) else None
+
+
+def _undo(function: Function, made: list[Node]) -> None:
+    """Erase a rewrite not taken: its nodes, then the constants nobody uses any more (its index arrays)."""
+    for node in reversed(made):
+        function.erase(node)
+    function.module.erase_unused_storage()
+
+
 def lower_function(function: Function, backend: Backend, verify_each: bool = False,
                    check_support: bool = True) -> LoweringReport:
     """Lower `function` for `backend`; UnsupportedOpsError lists what remains unsupported (unless the caller
@@ -35,15 +57,22 @@ def lower_function(function: Function, backend: Backend, verify_each: bool = Fal
     worklist = list(function.nodes)
     while worklist:
         node = worklist.pop(0)
-        if node.function is not function or isinstance(node, Storage) or node.kind not in LOWERINGS:
+        if node.function is not function or isinstance(node, Storage):
+            continue
+        rule = _rule(node, backend)
+        if rule is None:
             continue
         if not backend.should_lower(node):
             report.kept[node.kind] += 1
             continue
         before = set(map(id, function.nodes))
         with function.inserting_before(node):
-            produced = LOWERINGS[node.kind](Lowerer(function, node), node)
+            produced = rule(Lowerer(function, node), node)
         if produced is None:
+            continue
+        made = [n for n in function.nodes if id(n) not in before]
+        if isinstance(rule, AlternativeLowering) and not all(backend.is_op_supported(n) for n in made):
+            _undo(function, made)  # the backend runs the result no better than the node
             continue
         values = [produced] if isinstance(produced, NodeValue) else list(produced)
         if len(values) != len(node.types):
@@ -56,7 +85,7 @@ def lower_function(function: Function, backend: Backend, verify_each: bool = Fal
             raise GraphError(f"lowering of '{node.name}' ({node.kind}) left a result without replacement")
         function.erase(node)
         report.lowered[node.kind] += 1
-        worklist[:0] = [n for n in function.nodes if id(n) not in before]
+        worklist[:0] = made
         if verify_each:
             try:
                 function.verify()

@@ -1,14 +1,21 @@
-"""Lowering rules, one per high-level node kind, registered with `@lowers(Kind)`.
+"""Lowering rules, one per high-level node kind, registered with `@lowers(Kind)`, and
+alternative lowerings of primitives, registered with `@lowers_primitive(Kind, onto=...)`.
 
 A rule receives a `Lowerer` (which adds nodes just before the node being
 lowered) and the node; it returns the replacement values, one per result of the
 node, built from primitives or from other kinds that lower further. A rule may
 return None when the node is already in a form it cannot simplify (for example a
 MatMul that is already canonical), in which case the node stays.
+
+An alternative lowering rewrites a primitive for a backend that lacks it (Conv as
+patch extraction + MatMul for a chip with a MAC array but no convolution unit). It
+builds its result from the canonical primitives named in `onto` only, so the
+driver can tell, before and after running it, whether the backend runs the result.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -17,11 +24,42 @@ from ...graph.node import Node, NodeValue
 from ...graph.nodes.core import Splat
 from ...graph.table import KindTable
 from ...graph.types import ElemKind
+from .primitives import PRIMITIVES
 
 Rule = Callable[["Lowerer", Node], "NodeValue | Sequence[NodeValue] | None"]
 LOWERINGS = KindTable("a lowering rule")
 lowers = LOWERINGS.register
 """`@lowers(Kind, ...)` registers the lowering of each kind."""
+
+
+@dataclass(frozen=True)
+class AlternativeLowering:
+    """A rule for a primitive a backend lacks, and the primitives its result is built from: the driver
+    applies it only for a backend that declares all of them (and runs every node the rule made)."""
+
+    rule: Rule
+    onto: frozenset[str]
+
+    def __call__(self, b: Lowerer, node: Node) -> NodeValue | Sequence[NodeValue] | None:
+        return self.rule(b, node)
+
+
+PRIMITIVE_LOWERINGS = KindTable("an alternative lowering")
+
+
+def lowers_primitive(kind: type[Node], onto: Iterable[type[Node]]) -> Callable[[Rule], Rule]:
+    """`@lowers_primitive(Kind, onto=(...))` registers the alternative lowering of primitive `Kind`,
+    built from the primitives `onto` (a kind outside the primitive set is an error at import)."""
+    names = frozenset(k.spec.name for k in onto)
+    strays = sorted(n for n in names | {kind.spec.name} if n not in PRIMITIVES)
+    if strays:
+        raise ValueError(f"alternative lowering of {kind.spec.name}: {strays} are not primitives")
+
+    def add(rule: Rule) -> Rule:
+        PRIMITIVE_LOWERINGS.register(kind)(AlternativeLowering(rule, names))
+        return rule
+
+    return add
 
 
 class Lowerer:
