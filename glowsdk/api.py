@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from . import zoo
-from .backends.base import CompiledFunction, CompileOptions, TensorInfo
+from .backends.base import Backend, CompiledFunction, CompileOptions, TensorInfo
 from .backends.registry import get_backend
 from .compiler.pipeline import compile_function
 from .errors import GlowError, ModelFileError
@@ -107,13 +107,23 @@ def load(model: str | os.PathLike | onnx.ModelProto, *,
 
 
 def compile(network: Network, target: str = "interpreter", *,  # noqa: A001
-            quantization: QuantizationConfig | None = None, **options: Any) -> CompiledNetwork:
+            quantization: QuantizationConfig | None = None, fallback: str | None = "cpu",
+            **options: Any) -> CompiledNetwork:
     """Compile a network for `target` (a backend name, see `glowsdk backends`), quantized when given a
-    `glowsdk.quantization.QuantizationConfig`."""
+    `glowsdk.quantization.QuantizationConfig`. Nodes the target cannot run go to `fallback` (a backend
+    name; the interpreter takes what even the fallback refuses); `fallback=None` refuses them instead."""
     backend = get_backend(target)
     compiled = compile_function(network.function, backend, CompileOptions(extra=dict(options)),
-                                quantization=quantization)
+                                quantization=quantization, fallbacks=fallback_backends(fallback))
     return CompiledNetwork(network, target, compiled)
+
+
+def fallback_backends(fallback: str | None) -> list[Backend]:
+    """The backends a `fallback` name stands for: it, then the interpreter as the last resort."""
+    if fallback is None or fallback == "none":
+        return []
+    names = [fallback] if fallback == "interpreter" else [fallback, "interpreter"]
+    return [get_backend(name) for name in names]
 
 
 class Session(CompiledNetwork):

@@ -324,8 +324,6 @@ def test_a_plugin_declared_node_kind_is_counted_printed_and_run(targets: Path, t
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="glowsdk compile shows imported/optimized/lowered/quantized only: "
-                                       "cmd_compile and _counts_table need the 'transformed' stage")
 def test_compile_command_shows_a_plugin_declared_node_kind(targets: Path, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture) -> None:
     assert main(["compile", str(conv_relu_model(tmp_path / "m.onnx")), "--target", "hygiene",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 import numpy as np
 
+from ..errors import UnsupportedError
 from ..graph.function import Function
 from ..graph.node import Node, Storage
 
@@ -41,11 +42,21 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """What the runtime needs to know to place work on a device."""
+    """What the partitioner and the runtime need to know to place work on a device.
+
+    The throughput figures feed the partitioner's cost model (vendor_guide/partial_chips.md): a
+    partition's time is max(MACs / `macs_per_second`, bytes touched / `bytes_per_second`), plus
+    `launch_seconds` per run and its border bytes over `link_bytes_per_second` to reach the host.
+    The defaults describe a modest PCIe accelerator; a host backend sets the link to infinity.
+    """
 
     memory_bytes: int
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    macs_per_second: float = 1e12
+    bytes_per_second: float = 1e11
+    link_bytes_per_second: float = 16e9
+    launch_seconds: float = 10e-6
 
 
 @dataclass
@@ -74,6 +85,10 @@ class CompiledFunction(ABC):
     def execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run on named input arrays; return the outputs by name."""
 
+    def save(self, path: str) -> None:
+        """Write the compiled artifact to one file (`compile -o`); a target without a file format refuses."""
+        raise UnsupportedError(f"-o {path}: this target compiles to no file of its own")
+
 
 class Backend(ABC):
     """Base class of every backend, built-in or a vendor's.
@@ -89,6 +104,19 @@ class Backend(ABC):
     """True for a device that computes in integers only: the CLI then quantizes even without a profile."""
     compile_cache: ClassVar[bool] = False
     """True for a backend that takes the `cache` option (a compile cache): the CLI turns it on unless --no-cache."""
+    options: ClassVar[Mapping[str, str] | None] = None
+    """The `CompileOptions.extra` keys this backend takes, each with a one-line description
+    (`--backend-opt key=value`); None leaves the checking to `compile`."""
+
+    def check_options(self, extra: Mapping[str, Any]) -> None:
+        """Refuse, in one line, option keys this backend does not take (before any work is done)."""
+        if self.options is None:
+            return
+        unknown = sorted(set(extra) - set(self.options))
+        if unknown:
+            takes = "; ".join(f"{k}: {doc}" for k, doc in self.options.items()) or "none"
+            raise UnsupportedError(f"target '{self.name}' takes no option {', '.join(unknown)} "
+                                   f"(its options: {takes})")
 
     def is_op_supported(self, node: Node) -> bool:
         """Whether this backend can execute `node` as it is after lowering.
@@ -107,6 +135,11 @@ class Backend(ABC):
         kinds = [t.elem for i, t in enumerate(node.types) if i in used or len(node.types) == 1]
         kinds += [v.type.elem for v in node.present_inputs()]
         return all(kind in elems for kind in kinds)
+
+    def unsupported_reason(self, node: Node) -> str | None:
+        """Why `node` is not supported, when it is a limit of the device (`Conv 'stem': kernel 80 > 15`);
+        None when the op or its element kinds are simply not declared."""
+        return None
 
     def should_lower(self, node: Node) -> bool:
         """Whether the compiler should lower `node`; return False to receive it as it is.

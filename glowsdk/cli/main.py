@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, safe_file_name, write_arrays, write_text
-from . import bench, npu, options, quantize, serve, train
+from . import bench, npu, options, partition_report, quantize, serve, train
 from .progress import Progress
 
 EXIT_BAD_INPUT = 2
@@ -30,22 +30,32 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    from ..backends.registry import available_backends, get_backend
+    from ..backends.plugins import plugin_error
+    from ..backends.registry import Clash, available_backends, get_backend
     from ..compiler.lowering.primitives import PRIMITIVES
 
     for name, entry in sorted(available_backends().items()):
+        if isinstance(entry, Clash):
+            print(f"{name}  ({' | '.join(e.value for e in entry.entries)})\n  not usable: {entry}")
+            continue
         try:
             backend = get_backend(name)
+            declared = sorted(backend.primitives)
+            info = backend.device_info()
         except GlowError as err:
             print(f"{name}  ({entry.value})\n  failed to load: {err}")
             continue
-        declared = sorted(backend.primitives)
+        except Exception as err:  # one plugin's bug must not hide the other backends
+            blamed = plugin_error(err, name)
+            if blamed is None:
+                raise
+            print(f"{name}  ({entry.value})\n  failed to load: {blamed}")
+            continue
         print(f"{name}  ({entry.value})")
         print(f"  primitives ({len(declared)} of {len(PRIMITIVES)}): {', '.join(declared) or 'none'}")
         missing = sorted(set(PRIMITIVES) - set(declared))
         if missing:
             print(f"  not supported: {', '.join(missing)}")
-        info = backend.device_info()
         if info.description:
             print(f"  device: {info.description}")
     return 0
@@ -57,6 +67,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from ..compiler.ir import format_ir
     from ..compiler.ir.passes import IR_OPTIMIZATION, IR_PASSES
     from ..compiler.passes import PASSES, PIPELINES, PassManager
+    from ..api import fallback_backends
+    from ..compiler.partition.hetero import PartitionedFunction
     from ..compiler.pipeline import compile_function
     from ..graph.printer import format_dot, format_function
 
@@ -89,10 +101,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     def dump(label: str, function) -> None:
         emit(label, render(function), ".dot" if args.dump_graph == "dot" else ".txt")
 
+    previous: dict[str, str] = {}  # the last stage's rendering: a transform that changed nothing is not dumped
+
     def on_stage(stage: str, function) -> None:
         counts[stage] = function.count_kinds()
-        if args.dump_graph and stage in ("imported", "optimized", "lowered", "quantized"):
-            dump(stage, function)
+        if args.dump_graph and stage in ("imported", "optimized", "lowered", "quantized", "transformed"):
+            text = render(function)
+            if stage != "transformed" or text != previous.get("text"):
+                emit(stage, text, ".dot" if args.dump_graph == "dot" else ".txt")
+            previous["text"] = text
 
     manager = PassManager(dump_after=after, dump=dump)
     ir_manager = PassManager(registry=IR_PASSES, dump_after=ir_after,
@@ -104,13 +121,15 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.dump_asm:  # backend-specific: the cpu target writes the host assembly there
         check_writable_file(args.dump_asm, "--dump-asm")
         extra["dump_asm"] = args.dump_asm
-    if args.o:  # backend-specific: the npu target writes its .npub binary there
+    if args.o:  # written after compiling by the compiled function itself (the npu target: its .npub)
         check_writable_file(args.o, "-o")
-        extra["output"] = args.o
     if args.config:  # backend-specific: the npu target's architecture
         extra["config"] = args.config
     compiled = compile_function(network.function, backend, CompileOptions(extra=extra, ir_passes=ir_manager),
-                                passes=manager, on_stage=on_stage, quantization=quantization)
+                                passes=manager, on_stage=on_stage, quantization=quantization,
+                                fallbacks=fallback_backends(options.fallback_name(args)))
+    if args.o:
+        compiled.save(args.o)
     program = compiled.program
     if program is None and (args.dump_ir or ir_after):
         raise GlowError(f"--dump-ir{'' if args.dump_ir else '-after'}: target {args.target} does not "
@@ -130,10 +149,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
               f"lower bound {report.lower_bound / mib:.2f} MiB")
     if program is not None:
         print(program.plan.report.line())
+    if isinstance(compiled, PartitionedFunction):
+        print(partition_report.format_partitions(compiled))
     if args.report:
         print(npu.compile_report(compiled, args.target))
     if getattr(compiled, "from_cache", False):
         print("machine code loaded from the compile cache (--no-cache compiles afresh)")
+    if args.o:
+        print(f"wrote {args.o}")
     if args.bundle:
         from ..backends.cpu.bundle import write_bundle
 
@@ -156,6 +179,8 @@ def _counts_table(counts: dict[str, dict[str, int]]) -> str:
     from ..conformance.report import format_table
 
     stages = [s for s in ("imported", "optimized", "lowered", "quantized") if s in counts]
+    if stages and counts.get("transformed", counts[stages[-1]]) != counts[stages[-1]]:
+        stages.append("transformed")  # the target's own rewrite, shown when it changed the counts
     kinds = sorted({k for s in stages for k in counts[s]})
     rows = [[k] + [counts[s].get(k, 0) or "" for s in stages] for k in kinds]
     rows.append(["TOTAL"] + [sum(counts[s].values()) for s in stages])
@@ -164,6 +189,7 @@ def _counts_table(counts: dict[str, dict[str, int]]) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .. import api
+    from ..compiler.partition.hetero import PartitionedFunction
 
     if args.output:
         check_writable_folder(args.output, "--output")
@@ -178,11 +204,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name, value in generated.items():
         feeds.setdefault(name, value)
     quantization = options.quantization_config(args, network)
-    compiled = api.compile(network, args.target, quantization=quantization, **options.backend_options(args))
+    compiled = api.compile(network, args.target, quantization=quantization, fallback=options.fallback_name(args),
+                           **options.backend_options(args))
     outputs = compiled.run(feeds)
     if args.output:
         write_arrays(args.output, outputs, "--output")
     print(f"model {network.source} on target {args.target}")
+    if isinstance(compiled.compiled, PartitionedFunction):
+        print(partition_report.format_partitions(compiled.compiled))
     if compiled.compiled.quantization_report is not None:
         print(f"  {compiled.compiled.quantization_report.summary()}")
     given = {s.rpartition("=")[0] for s in args.input}
@@ -336,6 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], metavar="NAME=file.npy")
     run.add_argument("--seed", type=options.seed_number, default=0, help="seed for inputs not given (default 0)")
     run.add_argument("--output", metavar="DIR", help="write one NAME.npy per output into DIR")
+    options.add_fallback_args(run)
     options.add_cache_arg(run)
     options.add_threads_arg(run)
     run.set_defaults(func=cmd_run)
@@ -355,12 +385,13 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--dump-asm", metavar="FILE",
                       help="cpu target: write the host assembly of the optimised module to FILE")
     comp.add_argument("--print-pipeline", action="store_true", help="print the pass pipelines and exit")
-    comp.add_argument("-o", metavar="FILE", help="npu target: write the compiled .npub binary to FILE")
+    comp.add_argument("-o", metavar="FILE", help="write the compiled artifact to FILE (npu target: the .npub binary)")
     comp.add_argument("--config", metavar="PRESET|FILE", help="npu target: the architecture (default: default)")
     comp.add_argument("--report", action="store_true",
                       help="npu target: per-layer tiling decisions next to a simulation's numbers and the roofline")
     comp.add_argument("--bundle", metavar="DIR",
                       help="cpu target: write an AOT bundle (bundle.o, bundle.weights, bundle.h) into DIR")
+    options.add_fallback_args(comp)
     options.add_cache_arg(comp)
     options.add_threads_arg(comp)
     comp.set_defaults(func=cmd_compile)
@@ -381,6 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--json", metavar="FILE", help="also write the full report as JSON")
     conf.add_argument("--markdown", metavar="FILE", help="also write the support matrix and totals as Markdown")
     conf.add_argument("--strict", action="store_true", help="exit 1 if any case does not pass")
+    conf.add_argument("--fallback", default="none", metavar="DEVICE",
+                      help="models suite: run what the target cannot on this backend and report each model's "
+                           "partitions and share of MACs on the target (default none: a partial model fails)")
     conf.set_defaults(func=cmd_conformance)
 
     prof = sub.add_parser("profile", help="record the range of every value on calibration inputs (quantization)")
@@ -394,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("-o", metavar="FILE", required=True, help="write the profile JSON to FILE")
     prof.set_defaults(func=cmd_profile)
 
+    partition_report.register(sub)
     quantize.register(sub)
     bench.register(sub)
     npu.register(sub)
@@ -419,6 +454,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:
         if os.environ.get("GLOWSDK_DEBUG"):
             raise
+        from ..backends.plugins import plugin_error  # reads the installed entry points: only on this path
+
+        # raised inside a vendor's backend package: the plugin's bug, not ours
+        blamed = plugin_error(err, getattr(args, "target", None))
+        if blamed is not None:
+            print(f"glowsdk: error: {blamed}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         print(f"glowsdk: internal error: {type(err).__name__}: {err} "
               f"(a bug in glowsdk; GLOWSDK_DEBUG=1 shows the traceback)", file=sys.stderr)
         return 1

@@ -113,12 +113,42 @@ def add_threads_arg(p: argparse.ArgumentParser) -> None:
                    help="cpu target: run the heavy kernels on N threads of this process (default 1)")
 
 
+def add_fallback_args(p: argparse.ArgumentParser) -> None:
+    """--fallback and --backend-opt: where what the target cannot run goes, and target-specific options."""
+    p.add_argument("--fallback", default="cpu", metavar="DEVICE",
+                   help="run the nodes the target cannot on this backend (default cpu; interpreter; "
+                        "none refuses them)")
+    p.add_argument("--backend-opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="a backend-specific option (see `glowsdk backends`), checked by the backend")
+
+
+def parse_backend_opt(text: str) -> tuple[str, object]:
+    """KEY=VALUE with the value read as a bool, an int, a float or else a string."""
+    key, sep, raw = text.partition("=")
+    if not key or not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        raise GlowError(f"--backend-opt '{text}': expected KEY=VALUE (e.g. threads=2)")
+    if raw.lower() in ("true", "false"):
+        return key, raw.lower() == "true"
+    for kind in (int, float):
+        try:
+            return key, kind(raw)
+        except ValueError:
+            pass
+    return key, raw
+
+
+def fallback_name(args: argparse.Namespace) -> str | None:
+    """The --fallback backend, None for `none`."""
+    return None if args.fallback == "none" else args.fallback
+
+
 def backend_options(args: argparse.Namespace, cache: bool = True) -> dict:
     """The backend options the shared flags ask for: the compile cache (unless --no-cache, or
-    `cache` is false) and --threads (a target without threads refuses it by name)."""
+    `cache` is false), --threads and every --backend-opt (the backends check them by name)."""
     extra = cache_options(args.target, args.no_cache) if cache else {}
     if args.threads is not None:
         extra["threads"] = args.threads
+    extra.update(parse_backend_opt(text) for text in getattr(args, "backend_opt", []))
     return extra
 
 

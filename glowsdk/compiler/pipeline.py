@@ -12,17 +12,20 @@ are keyed by the names of the lowered graph's values.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..backends.base import Backend, CompiledFunction, CompileOptions, unsupported_nodes
 from ..errors import GraphError, UnsupportedOpsError
 from ..graph.function import Function
+from ..graph.node import Node
 from .lowering import lower_function
+from .partition.hetero import compile_partitioned
+from .partition.placement import FALLBACK, compute_nodes, place, supported_sides
 from .passes import FLOAT_WEIGHTS, GRAPH_OPTIMIZATION, POST_LOWERING, QUANTIZATION, PassManager
 from .schedule import schedule
 
 if TYPE_CHECKING:
-    from ..quantization.convert import QuantizationConfig
+    from ..quantization.convert import QuantizationConfig, QuantizationReport
 
 StageHook = Callable[[str, Function], None]
 Instrument = Callable[[Function], None]
@@ -43,19 +46,51 @@ def _optimised_quantized(function: Function, backend: Backend, manager: PassMana
 def compile_function(function: Function, backend: Backend, options: CompileOptions | None = None, *,
                      passes: PassManager | None = None, on_stage: StageHook | None = None,
                      verify_each: bool = False, instrument: Instrument | None = None,
-                     quantization: QuantizationConfig | None = None) -> CompiledFunction:
+                     quantization: QuantizationConfig | None = None,
+                     fallbacks: Sequence[Backend] = ()) -> CompiledFunction:
     """Optimise, lower (and quantize, given a profile) and compile a copy of `function` for `backend`.
 
+    Support is decided on the graph `backend` will see (lowered, constant-folded, quantized). Nodes it
+    cannot run go to the first of `fallbacks` that runs them (a `PartitionedFunction` then runs the
+    parts end to end); without fallbacks they are refused, named after the model's nodes.
     The compiled function's `quantization_report` says what was quantized (None without a profile).
     """
-    function.verify()
-    function = function.module.clone().functions[function.name]
+    options = options or CompileOptions()
+    fallbacks = [f for f in fallbacks if f.name != backend.name]
+    options = _check_options(backend, fallbacks, options)
     hook = on_stage or (lambda stage, fn: None)
     manager = passes or PassManager()
+    function, quantization_report = prepare_function(function, backend, manager=manager, hook=hook,
+                                                     verify_each=verify_each, instrument=instrument,
+                                                     quantization=quantization, partial=bool(fallbacks))
+    sides = supported_sides(function, backend)
+    unsupported = [n for n in compute_nodes(function) if sides[id(n)] == FALLBACK]
+    if unsupported and not fallbacks:
+        raise unsupported_error(unsupported, backend, quantized=quantization is not None)
+    if unsupported:
+        placement = place(function, backend, fallbacks[0])
+        compiled = compile_partitioned(
+            function, placement, backend, fallbacks,
+            lambda part: _compile_prepared(part, backend, options, lambda stage, fn: None),
+            lambda part, host: compile_function(part, host, _options_for(host, options)))
+    else:
+        compiled = _compile_prepared(function, backend, options, hook)
+    compiled.quantization_report = quantization_report
+    return compiled
+
+
+def prepare_function(function: Function, backend: Backend, *, manager: PassManager, hook: StageHook,
+                     verify_each: bool = False, instrument: Instrument | None = None,
+                     quantization: QuantizationConfig | None = None,
+                     partial: bool = False) -> tuple[Function, QuantizationReport | None]:
+    """A copy of `function` optimised, lowered for `backend` and quantized: the graph whose support counts.
+    `partial` (a fallback device exists) lets alternative lowerings leave part of their result to it."""
+    function.verify()
+    function = function.module.clone().functions[function.name]
     hook("imported", function)
     manager.run(GRAPH_OPTIMIZATION, function)
     hook("optimized", function)
-    lower_function(function, backend, verify_each=verify_each, check_support=not backend.requires_quantization)
+    lower_function(function, backend, verify_each=verify_each, check_support=False, partial=partial)
     manager.run(POST_LOWERING, function)
     hook("lowered", function)
     if instrument is not None:
@@ -75,11 +110,12 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
     elif any(node.kind == "Dequantize" for node in function.nodes):
         function = _optimised_quantized(function, backend, manager)
         hook("quantized", function)
-    if backend.requires_quantization:
-        remaining = unsupported_nodes(function, backend)
-        if remaining:
-            why = "" if quantization is None else " (integer-only: these stay float after quantization)"
-            raise UnsupportedOpsError({n.kind for n in remaining}, f"target '{backend.name}'{why}")
+    return function, quantization_report
+
+
+def _compile_prepared(function: Function, backend: Backend, options: CompileOptions,
+                      hook: StageHook) -> CompiledFunction:
+    """The backend's transform, the memory-minimising schedule and the backend's compile."""
     if backend.transform_post_lowering(function):
         try:
             function.verify()
@@ -88,7 +124,44 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
     hook("transformed", function)
     report = schedule(function)
     hook("scheduled", function)
-    compiled = backend.compile(function, options or CompileOptions())
+    compiled = backend.compile(function, options)
     compiled.schedule_report = report
-    compiled.quantization_report = quantization_report
     return compiled
+
+
+def _check_options(backend: Backend, fallbacks: list[Backend], options: CompileOptions) -> CompileOptions:
+    """Refuse option keys neither the target nor a fallback takes; the target's own share of them."""
+    declared = [b.options for b in [backend, *fallbacks[:1]]]
+    if not fallbacks or None in declared:
+        backend.check_options(options.extra)
+        return options
+    unknown = sorted(set(options.extra) - set(declared[0]) - set(declared[1]))
+    if unknown:
+        backend.check_options({k: options.extra[k] for k in unknown})
+    return CompileOptions(extra={k: v for k, v in options.extra.items() if k in declared[0]},
+                          ir_passes=options.ir_passes)
+
+
+def _options_for(backend: Backend, options: CompileOptions) -> CompileOptions:
+    """The options a fallback backend takes out of the target's (the ones it declares)."""
+    if backend.options is None:
+        return CompileOptions()
+    return CompileOptions(extra={k: v for k, v in options.extra.items() if k in backend.options})
+
+
+def unsupported_error(nodes: list[Node], backend: Backend, quantized: bool) -> UnsupportedOpsError:
+    """The refusal, in the user's terms: the lowered kinds, then the model's nodes they came from."""
+    why = " (integer-only: these stay float after quantization)" if backend.requires_quantization and quantized \
+        else ""
+    error = UnsupportedOpsError({n.kind for n in nodes}, f"target '{backend.name}'{why}")
+    reasons = [backend.unsupported_reason(n) for n in nodes]
+    limits = list(dict.fromkeys(r for r in reasons if r))
+    origins = list(dict.fromkeys(str(n.origin) for n in nodes if n.origin is not None))
+    detail = ""
+    if limits:
+        detail += "; " + "; ".join(limits[:4]) + (f"; and {len(limits) - 4} more" if len(limits) > 4 else "")
+    if origins:
+        detail += "; in model node(s) " + ", ".join(origins[:6]) + (
+            f" and {len(origins) - 6} more" if len(origins) > 6 else "")
+    error.args = (str(error) + detail + "; --fallback cpu runs them on the host",)
+    return error

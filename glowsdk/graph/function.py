@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..names import fresh_name
-from .node import Constant, Node, NodeValue, Placeholder, Storage
+from .node import Constant, Node, NodeValue, Origin, Placeholder, Storage
 from .types import Type
 
 
@@ -83,6 +83,7 @@ class Module:
                 inputs = [None if v is None else NodeValue(mapping[id(v.node)], v.index) for v in node.inputs]
                 twin = type(node)(node.name, inputs, dict(node.attrs))
                 twin.types = list(node.types)
+                twin.origin = node.origin
                 twin.function = new_fn
                 new_fn.nodes.append(twin)
                 mapping[id(node)] = twin
@@ -99,6 +100,7 @@ class Function:
         self.module = module
         self.nodes: list[Node] = []
         self._anchor: Node | None = None
+        self._origin: Origin | None = None
 
     @contextmanager
     def inserting_before(self, anchor: Node) -> Iterator[None]:
@@ -108,6 +110,15 @@ class Function:
             yield
         finally:
             self._anchor = saved
+
+    @contextmanager
+    def from_origin(self, origin: Origin | None) -> Iterator[None]:
+        """Within the block, `create` marks new nodes as coming from `origin` (the importer's model node)."""
+        saved, self._origin = self._origin, origin
+        try:
+            yield
+        finally:
+            self._origin = saved
 
     # -- building -------------------------------------------------------------------------
     def create(self, kind: type[Node], inputs: Sequence[NodeValue | None], name: str | None = None,
@@ -125,6 +136,7 @@ class Function:
         if node.spec.verify is not None:
             node.spec.verify(node)
         node.function = self
+        node.origin = self._origin or (self._anchor.origin if self._anchor is not None else None)
         if self._anchor is not None and self._anchor.function is self:
             self.nodes.insert(self.nodes.index(self._anchor), node)
         else:

@@ -27,7 +27,7 @@ from ..graph.node import Constant, Node, Storage
 from ..graph.nodes.core import Save
 from ..graph.types import ElemKind
 from ..quantization.convert import QuantizationConfig
-from .cut import Piece, cut
+from ..compiler.partition.cut import Piece, cut
 
 NPU, CPU = "npu", "cpu"
 CONVERSIONS = ("Quantize", "Dequantize")

@@ -41,9 +41,13 @@ class InterpreterBackend(Backend):
 
     name = "interpreter"
     primitives = {name: p.elems for name, p in PRIMITIVES.items()}
+    options: dict[str, str] = {}
 
     def device_info(self) -> DeviceInfo:
-        return DeviceInfo(memory_bytes=0, description="host numpy interpreter (memory bound by the host)")
+        # numpy's BLAS for the products, a Python step per node for the rest; on the host, so no link
+        return DeviceInfo(memory_bytes=0, description="host numpy interpreter (memory bound by the host)",
+                          macs_per_second=2e10, bytes_per_second=5e9,
+                          link_bytes_per_second=float("inf"), launch_seconds=0.0)
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         if options.extra:

@@ -55,6 +55,9 @@ class NpuFunction(CompiledFunction):
         run = run_binary(self.binary, self.config, checked)
         return run.outputs
 
+    def save(self, path: str) -> None:
+        write_npub(path, self.binary)
+
 
 class NpuBackend(Backend):
     """The glowsdk reference NPU (isa/, sim/): int8 convolutions, matrix products, pooling, element-wise,
@@ -62,6 +65,7 @@ class NpuBackend(Backend):
 
     name = "npu"
     requires_quantization = True
+    options = OPTIONS
     primitives = {
         "Conv": frozenset({Q8, Q32}), "MatMul": frozenset({Q8, Q32}), "Add": frozenset({Q8, Q32}),
         "Mul": frozenset({Q8, Q32}),
@@ -79,7 +83,11 @@ class NpuBackend(Backend):
         return not (node.kind in KEPT_UNLOWERED and KEPT_UNLOWERED[node.kind](node))
 
     def device_info(self) -> DeviceInfo:
-        return DeviceInfo(memory_bytes=PRESETS["default"].dram_bytes, description="glowsdk reference NPU (simulated)")
+        config = PRESETS["default"]
+        hz = config.clock_ghz * 1e9
+        return DeviceInfo(memory_bytes=config.dram_bytes, description="glowsdk reference NPU (simulated)",
+                          macs_per_second=config.macs_per_cycle * hz,
+                          bytes_per_second=config.dram_bytes_per_cycle * hz)
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         unknown = set(options.extra) - set(OPTIONS)

@@ -31,15 +31,23 @@ class LoweringReport:
     kept: Counter = field(default_factory=Counter)
 
 
-def _rule(node: Node, backend: Backend) -> Rule | None:
+def _rule(node: Node, backend: Backend, partial: bool) -> Rule | None:
     """The lowering of a high-level node, or the alternative lowering of a primitive `backend` does not
-    support, when the backend declares every primitive the alternative builds from."""
+    support, when the backend declares every primitive the alternative builds from (`partial`: its core)."""
     if node.kind in LOWERINGS:
         return LOWERINGS[node.kind]
     alternative = PRIMITIVE_LOWERINGS.get(node.kind)
     if alternative is None or backend.is_op_supported(node):
         return None
-    return alternative if all(kind in backend.primitives for kind in alternative.onto) else None
+    needed = {alternative.core} if partial else alternative.onto
+    return alternative if all(kind in backend.primitives for kind in needed) else None
+
+
+def _taken(rule: AlternativeLowering, made: list[Node], backend: Backend, partial: bool) -> bool:
+    """Whether the backend runs what an alternative lowering made (`partial`: all of its core nodes)."""
+    if partial:
+        return all(backend.is_op_supported(n) for n in made if n.kind == rule.core)
+    return all(backend.is_op_supported(n) for n in made)
 
 
 def _undo(function: Function, made: list[Node]) -> None:
@@ -50,7 +58,7 @@ def _undo(function: Function, made: list[Node]) -> None:
 
 
 def lower_function(function: Function, backend: Backend, verify_each: bool = False,
-                   check_support: bool = True) -> LoweringReport:
+                   check_support: bool = True, partial: bool = False) -> LoweringReport:
     """Lower `function` for `backend`; UnsupportedOpsError lists what remains unsupported (unless the caller
     checks later: a backend that runs only quantized code supports the graph only once it is quantized)."""
     report = LoweringReport()
@@ -59,7 +67,7 @@ def lower_function(function: Function, backend: Backend, verify_each: bool = Fal
         node = worklist.pop(0)
         if node.function is not function or isinstance(node, Storage):
             continue
-        rule = _rule(node, backend)
+        rule = _rule(node, backend, partial)
         if rule is None:
             continue
         if not backend.should_lower(node):
@@ -71,7 +79,7 @@ def lower_function(function: Function, backend: Backend, verify_each: bool = Fal
         if produced is None:
             continue
         made = [n for n in function.nodes if id(n) not in before]
-        if isinstance(rule, AlternativeLowering) and not all(backend.is_op_supported(n) for n in made):
+        if isinstance(rule, AlternativeLowering) and not _taken(rule, made, backend, partial):
             _undo(function, made)  # the backend runs the result no better than the node
             continue
         values = [produced] if isinstance(produced, NodeValue) else list(produced)

@@ -35,10 +35,13 @@ lowers = LOWERINGS.register
 @dataclass(frozen=True)
 class AlternativeLowering:
     """A rule for a primitive a backend lacks, and the primitives its result is built from: the driver
-    applies it only for a backend that declares all of them (and runs every node the rule made)."""
+    applies it only for a backend that declares all of them (and runs every node the rule made). With a
+    fallback device, declaring and running the `core` primitive (the one doing the work) is enough:
+    the rest of the result runs on the fallback."""
 
     rule: Rule
     onto: frozenset[str]
+    core: str
 
     def __call__(self, b: Lowerer, node: Node) -> NodeValue | Sequence[NodeValue] | None:
         return self.rule(b, node)
@@ -47,16 +50,17 @@ class AlternativeLowering:
 PRIMITIVE_LOWERINGS = KindTable("an alternative lowering")
 
 
-def lowers_primitive(kind: type[Node], onto: Iterable[type[Node]]) -> Callable[[Rule], Rule]:
-    """`@lowers_primitive(Kind, onto=(...))` registers the alternative lowering of primitive `Kind`,
-    built from the primitives `onto` (a kind outside the primitive set is an error at import)."""
-    names = frozenset(k.spec.name for k in onto)
+def lowers_primitive(kind: type[Node], onto: Iterable[type[Node]], core: type[Node]) -> Callable[[Rule], Rule]:
+    """`@lowers_primitive(Kind, onto=(...), core=K)` registers the alternative lowering of primitive `Kind`,
+    built from the primitives `onto`, doing its work in `core` (a kind outside the primitive set is an
+    error at import)."""
+    names = frozenset(k.spec.name for k in onto) | {core.spec.name}
     strays = sorted(n for n in names | {kind.spec.name} if n not in PRIMITIVES)
     if strays:
         raise ValueError(f"alternative lowering of {kind.spec.name}: {strays} are not primitives")
 
     def add(rule: Rule) -> Rule:
-        PRIMITIVE_LOWERINGS.register(kind)(AlternativeLowering(rule, names))
+        PRIMITIVE_LOWERINGS.register(kind)(AlternativeLowering(rule, names, core.spec.name))
         return rule
 
     return add

@@ -19,7 +19,7 @@ from onnx import numpy_helper
 from ...errors import GlowError, GraphError, ModelFileError, NeedsConstantError, UnsupportedError, \
     UnsupportedOpsError
 from ...graph.function import Function, Module
-from ...graph.node import NodeValue
+from ...graph.node import NodeValue, Origin
 from ...graph.types import Type
 from . import ops  # noqa: F401  (registers the converters)
 from .context import ImportContext, OnnxNode, elem_of_onnx, static_type, value_type
@@ -182,7 +182,8 @@ def _topological(graph: onnx.GraphProto, source: str) -> list[onnx.NodeProto]:
 def _convert(ctx: ImportContext, proto: onnx.NodeProto) -> None:
     node = OnnxNode(proto, ctx)
     try:
-        produced = CONVERTERS[proto.op_type](node)
+        with ctx.function.from_origin(Origin(node.name, node.op_type)):
+            produced = CONVERTERS[proto.op_type](node)
     except (NeedsConstantError, UnsupportedError):
         raise
     except GlowError as err:

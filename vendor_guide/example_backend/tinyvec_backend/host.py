@@ -28,7 +28,7 @@ from glowsdk.graph.function import Function
 from glowsdk.graph.node import Storage
 from glowsdk.graph.nodes.core import Save
 from glowsdk.runtime import DeviceManager, HeldDeviceManager, PartitionPlan, PartitionRun, Placement
-from glowsdk.runtime.cut import cut
+from glowsdk.compiler.partition.cut import cut
 from glowsdk.runtime.executor import RequestRun
 from glowsdk.runtime.partitioner import CPU, by_support, ordered
 from glowsdk.runtime.provisioner import compile_host

@@ -58,7 +58,7 @@ def _patch_indices(node: nn.Conv, offset: np.ndarray, inside: np.ndarray) -> np.
 
 
 @lowers_primitive(nn.Conv, onto=(tensor.Concat, tensor.Gather, linalg.MatMul, tensor.Reshape,
-                                 tensor.Transpose, ew.Add))
+                                 tensor.Transpose, ew.Add), core=linalg.MatMul)
 def _conv_as_matmul(b: Lowerer, node: nn.Conv) -> NodeValue | None:
     # Conv(x, w, bias) -> Transpose(Reshape(MatMul(Reshape(w), Gather(Concat(flat x, 0), indices)))) + bias
     """Patches gathered by an index array built at compile time, times the filters in one MatMul

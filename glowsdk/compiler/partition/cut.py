@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import GraphError
-from ..graph.function import Function, Module
-from ..graph.node import Constant, Node, NodeValue, Placeholder
-from ..graph.nodes import quant
-from ..graph.nodes.core import Save
-from ..graph.types import ElemKind
+from ...errors import GraphError
+from ...graph.function import Function, Module
+from ...graph.node import Constant, Node, NodeValue, Placeholder
+from ...graph.nodes import quant
+from ...graph.nodes.core import Save
+from ...graph.types import ElemKind
 
 
 @dataclass
@@ -68,7 +68,8 @@ def cut(function: Function, assignment: dict[int, int], parts: int) -> list[Piec
                 piece.outputs.append(placeholder.name)
                 continue
             inputs = [None if v is None else _operand(piece, v, mapped, names) for v in node.inputs]
-            twin = piece.function.create(type(node), inputs, name=node.name, **node.attrs)
+            with piece.function.from_origin(node.origin):
+                twin = piece.function.create(type(node), inputs, name=node.name, **node.attrs)
             for k, value in enumerate(node.results):
                 mapped[value] = twin.result(k)
                 if value in borders:
