@@ -101,8 +101,18 @@ def test_a_network_it_runs_whole_matches_the_interpreter(tinyvec: Backend) -> No
 
 def test_a_whole_light_model_is_refused_naming_what_is_missing(tinyvec: Backend) -> None:
     with pytest.raises(UnsupportedOpsError, match="tinyvec") as caught:
-        glowsdk.compile(glowsdk.load("squeezenet", random_weights=0), target="tinyvec")
+        glowsdk.compile(glowsdk.load("squeezenet", random_weights=0), target="tinyvec", fallback=None)
     assert {"MaxPool", "Concat"} <= set(caught.value.ops) and "Conv" not in caught.value.ops
+
+
+def test_a_whole_light_model_runs_with_the_default_fallback(tinyvec: Backend) -> None:
+    network = glowsdk.load("squeezenet", random_weights=0)
+    compiled = glowsdk.compile(network, target="tinyvec").compiled
+    assert {p.backend for p in compiled.partitions} == {"tinyvec", "cpu"}
+    feeds = network.random_inputs(seed=2)
+    want = glowsdk.compile(network, target="interpreter").run(feeds)
+    for name, value in compiled.execute(feeds).items():
+        np.testing.assert_allclose(value, want[name], rtol=1e-4, atol=1e-5)
 
 
 def test_squeezenet_on_the_host_runtime_falls_back_to_the_cpu(tinyvec: Backend) -> None:

@@ -72,7 +72,7 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
         compiled = compile_partitioned(
             function, placement, backend, fallbacks,
             lambda part: _compile_prepared(part, backend, options, lambda stage, fn: None),
-            lambda part, host: compile_function(part, host, _options_for(host, options)))
+            lambda part, host: _compile_host_part(part, host, _options_for(host, options), manager))
     else:
         compiled = _compile_prepared(function, backend, options, hook)
     compiled.quantization_report = quantization_report
@@ -140,6 +140,14 @@ def _check_options(backend: Backend, fallbacks: list[Backend], options: CompileO
         backend.check_options({k: options.extra[k] for k in unknown})
     return CompileOptions(extra={k: v for k, v in options.extra.items() if k in declared[0]},
                           ir_passes=options.ir_passes)
+
+
+def _compile_host_part(part: Function, host: Backend, options: CompileOptions, manager: PassManager) -> CompiledFunction:
+    """A fallback part, already optimised, lowered and quantized for the target: lowered further for the
+    host and compiled as it is (no second optimisation, so a quantized part computes the same integers)."""
+    lower_function(part, host, check_support=True)
+    manager.run(POST_LOWERING, part)
+    return _compile_prepared(part, host, options, lambda stage, fn: None)
 
 
 def _options_for(backend: Backend, options: CompileOptions) -> CompileOptions:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import glowsdk
+from glowsdk.reference.evaluator import evaluate
 from glowsdk.errors import UnsupportedOpsError
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
@@ -109,15 +110,32 @@ def test_float_ops_are_named_in_one_line():
     network = b.network(b.conv(out, 4, 4, relu=False))
     quant = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
     with pytest.raises(UnsupportedOpsError) as err:
-        glowsdk.compile(network, "npu", quantization=quant)
+        glowsdk.compile(network, "npu", quantization=quant, fallback=None)
     message = str(err.value)
     assert "\n" not in message and message.startswith("target 'npu'") and "unsupported op(s)" in message
+    assert "in model node(s) Sigmoid '" in message
+
+
+def test_float_ops_fall_back_to_the_host_by_default():
+    b = NetBuilder((1, 3, 8, 8))
+    out = b.node("Sigmoid", [b.conv("x", 3, 4)])
+    network = b.network(b.conv(out, 4, 4, relu=False))
+    quant = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
+    compiled = glowsdk.compile(network, "npu", quantization=quant)
+    # the cost model decides where the two tiny convolutions run; the Sigmoid can only run on the host
+    assert {p.backend for p in compiled.compiled.partitions} <= {"npu", "cpu"}
+    assert any(p.backend == "cpu" for p in compiled.compiled.partitions)
+    feeds = network.random_inputs(seed=1)
+    want = evaluate(compiled.compiled.function, feeds)  # the reference evaluator on the same quantized graph
+    got = compiled.run(feeds)
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value)
 
 
 def test_without_quantization_compile_names_the_float_ops():
     network = conv_case(3, 8, 8, 8, 3, 1, 1)
     with pytest.raises(UnsupportedOpsError, match="Conv"):
-        glowsdk.compile(network, "npu")
+        glowsdk.compile(network, "npu", fallback=None)
 
 
 def test_cli_compile_then_simulate(tmp_path, capsys):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
-from ...backends.base import Backend, CompiledFunction, CompileOptions
+from ...backends.base import Backend, CompiledFunction
 from ...errors import UnsupportedError, UnsupportedOpsError
 from ...graph.function import Function
 from ...graph.node import Origin
@@ -56,6 +56,7 @@ class PartitionedFunction(CompiledFunction):
     def __init__(self, function: Function, target: str, fallback: str, partitions: list[CompiledPartition],
                  moved_back: int = 0) -> None:
         super().__init__(function)
+        self.function = function  # the whole graph the parts compute together, for the reference evaluator
         self.target = target
         self.fallback = fallback
         self.partitions = partitions
