@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import glowsdk
-from glowsdk.reference.evaluator import evaluate
 from glowsdk.errors import UnsupportedOpsError
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
