@@ -27,10 +27,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from sim.report import REPORTS
     from sim.trace import write_trace
 
+    from ..compiler.partition.package import is_package
+
     if args.output:
         check_writable_folder(args.output, "--output")
     if args.trace:
         check_writable_file(args.trace, "--trace")
+    if is_package(args.file):
+        return simulate_package(args)
     binary, config = load_binary(args.file, args.config)
     feeds = dict(options.load_input(s) for s in args.input)
     run = run_binary(binary, config, feeds, checked=args.checked, ideal_dram=args.ideal_dram, seed=args.seed)
@@ -47,6 +51,93 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"wrote {len(run.outputs)} output(s) to {args.output}", file=sys.stderr)
     print(REPORTS[args.report](run.result), end="" if args.report == "csv" else "\n")
     return 0
+
+
+def simulate_package(args: argparse.Namespace) -> int:
+    """A partitioned model (compile --target npu with fallback): NPU partitions on the simulator, host
+    partitions on the host backend, in order; a table of NPU cycles, host time and transfer bytes."""
+    import time
+
+    from sim.binding import load_binary, run_binary
+    from sim.report import REPORTS
+    from sim.trace import write_trace
+
+    from .. import zoo
+    from ..api import fallback_backends
+    from ..backends.base import TensorInfo
+    from ..compiler.partition.package import read_package
+    from ..compiler.pipeline import compile_host_part
+    from ..conformance.report import format_table
+
+    if args.report == "csv":
+        raise GlowError(f"{args.file}: a partitioned model has no single layer table: use --report text or json")
+    package = read_package(args.file)
+    if args.trace and sum(p.device != "host" for p in package.parts) > 1:
+        raise GlowError(f"--trace: {args.file} has several NPU partitions; one trace per partition is not "
+                        f"supported yet")
+    feeds = dict(options.load_input(s) for s in args.input)
+    unknown = sorted(set(feeds) - set(package.inputs))
+    if unknown:
+        raise GlowError(f"--input {unknown[0]}: the model has no such input (inputs: {', '.join(package.inputs)})")
+    generated = zoo.random_inputs([TensorInfo(n, t) for n, t in package.inputs.items() if n not in feeds], args.seed)
+    for name in generated:
+        print(f"input {name}: random, seed {args.seed}", file=sys.stderr)
+    values = {**generated, **feeds}
+    hosts = fallback_backends(package.fallback)
+    rows, reports, npu_seconds, host_seconds, moved = [], [], 0.0, 0.0, 0
+    for part in progress_over(package.parts, "partitions"):
+        inputs = {name: values[name] for name in part.inputs}
+        moved += sum(int(values[name].nbytes) for name in part.inputs)
+        if part.device == "host":
+            compiled, backend = compile_host_part(part.function, hosts)
+            start = time.perf_counter()
+            values.update(compiled.execute(inputs))
+            seconds = time.perf_counter() - start
+            host_seconds += seconds
+            rows.append([part.index, "host", backend, "", f"{seconds * 1e3:.3f}", f"{part.macs:,}"])
+        else:
+            try:
+                binary, config = load_binary(part.payload, args.config)
+            except GlowError as err:
+                raise GlowError(f"{args.file}: partition {part.index}: {err}") from None
+            run = run_binary(binary, config, inputs, checked=args.checked, ideal_dram=args.ideal_dram, seed=args.seed)
+            values.update(run.outputs)
+            npu_seconds += run.result.seconds
+            reports.append((part.index, run.result))
+            rows.append([part.index, "npu", config.name, f"{run.result.cycles:,}", f"{run.result.seconds * 1e3:.3f}",
+                         f"{part.macs:,}"])
+    outputs = {name: values[name] for name in package.outputs}
+    if args.trace:
+        write_trace(reports[0][1], args.trace)
+        print(f"wrote {args.trace}", file=sys.stderr)
+    if args.output:
+        write_arrays(args.output, outputs, "--output")
+        print(f"wrote {len(outputs)} output(s) to {args.output}", file=sys.stderr)
+    if args.report == "json":
+        print(json.dumps({"partitions": [dict(zip(("partition", "device", "backend", "cycles", "ms", "macs"), r))
+                                         for r in rows],
+                          "npu_seconds": npu_seconds, "host_seconds": host_seconds, "transfer_bytes": moved,
+                          "npu_reports": {i: json.loads(REPORTS["json"](r)) for i, r in reports}}, indent=1))
+        return 0
+    print(f"partitioned model {args.file}: {len(package.parts)} partitions, "
+          f"{sum(p.device != 'host' for p in package.parts)} on the NPU, the rest on the host ({package.fallback})")
+    print(format_table(["#", "device", "runs on", "NPU cycles", "time ms", "MACs"], rows))
+    print(f"NPU {npu_seconds * 1e3:.4g} ms (simulated) + host {host_seconds * 1e3:.4g} ms (measured) = "
+          f"{(npu_seconds + host_seconds) * 1e3:.4g} ms; {moved:,} bytes handed between partitions and inputs")
+    for index, result in reports:
+        print(f"\n== NPU partition {index} ==\n{REPORTS['text'](result)}")
+    return 0
+
+
+def progress_over(items: list, label: str):
+    """`items`, with a progress bar on a terminal (simulating a large partition takes seconds)."""
+    from .progress import Progress
+
+    bar = Progress(label)
+    for done, item in enumerate(items, start=1):
+        yield item
+        bar(done, len(items), label)
+    bar.close()
 
 
 def compile_report(compiled, target: str) -> str:

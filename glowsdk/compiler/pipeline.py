@@ -142,6 +142,18 @@ def _check_options(backend: Backend, fallbacks: list[Backend], options: CompileO
                           ir_passes=options.ir_passes)
 
 
+def compile_host_part(part: Function, hosts: Sequence[Backend]) -> tuple[CompiledFunction, str]:
+    """A host partition read back from a partitioned-model file, on the first of `hosts` that runs it."""
+    for k, host in enumerate(hosts):
+        try:
+            work = part.module.clone().functions[part.name]
+            return _compile_host_part(work, host, CompileOptions(), PassManager()), host.name
+        except UnsupportedOpsError:
+            if k == len(hosts) - 1:
+                raise
+    raise UnsupportedOpsError([], "no host backend")
+
+
 def _compile_host_part(part: Function, host: Backend, options: CompileOptions, manager: PassManager) -> CompiledFunction:
     """A fallback part, already optimised, lowered and quantized for the target: lowered further for the
     host and compiled as it is (no second optimisation, so a quantized part computes the same integers)."""

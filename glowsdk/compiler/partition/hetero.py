@@ -19,6 +19,8 @@ from ...backends.base import Backend, CompiledFunction
 from ...errors import UnsupportedError, UnsupportedOpsError
 from ...graph.function import Function
 from ...graph.node import Origin
+from ...graph.serialize import function_to_data
+from . import package
 from .cost import Work
 from .cut import cut
 from .placement import TARGET, Placement
@@ -48,6 +50,8 @@ class CompiledPartition:
     origins: list[Origin] = field(default_factory=list)
     nodes: int = 0
     last_seconds: float = 0.0
+    record: tuple[dict, dict] | None = None
+    """A host partition as data (glowsdk.graph.serialize), as it was cut: what `save` writes."""
 
 
 class PartitionedFunction(CompiledFunction):
@@ -75,10 +79,27 @@ class PartitionedFunction(CompiledFunction):
         return [p for p in self.partitions if p.side == TARGET]
 
     def save(self, path: str) -> None:
-        raise UnsupportedError(
-            f"-o {path}: the model runs in {len(self.partitions)} partitions on {self.target} and "
-            f"{self.fallback}, and one file holding several partitions is not implemented yet; "
-            f"`glowsdk run` runs it, --fallback none names what {self.target} lacks")
+        """One file with every partition (package.py): the target's as it writes them, the host's as data."""
+        members: dict[str, bytes] = {}
+        entries = []
+        for p in self.partitions:
+            if p.side == TARGET:
+                own = package.target_member(p.index, p.compiled.save)
+            else:
+                own = package.host_members(p.index, *p.record)
+            members.update(own)
+            entries.append({"index": p.index, "device": self.target if p.side == TARGET else "host",
+                            "backend": p.backend, "inputs": p.inputs, "outputs": p.outputs, "macs": p.work.macs,
+                            "border_bytes": p.border_bytes, "members": list(own)})
+        manifest = {"format": package.FORMAT, "version": package.VERSION, "target": self.target,
+                    "fallback": self.fallback,
+                    "inputs": package.types_json({i.name: i.type for i in self.inputs}),
+                    "outputs": package.types_json({o.name: o.type for o in self.outputs}),
+                    "partitions": entries}
+        try:
+            package.write_package(path, manifest, members)
+        except OSError as err:
+            raise UnsupportedError(f"-o {path}: cannot write ({err.strerror or err})") from None
 
     def describe(self) -> list[dict]:
         """Each partition as a JSON-ready row: device, backend, nodes, model nodes, MACs, border bytes, times."""
@@ -108,14 +129,16 @@ def compile_partitioned(graph: Function, placement: Placement, target: Backend, 
     for number, index in enumerate(_topological(pieces)):
         piece, cost = pieces[index], placement.costs[index]
         side = placement.part_sides[index]
+        record = None
         if side == TARGET:
             compiled, backend = compile_target(piece.function), target.name
         else:
+            record = function_to_data(piece.function)
             compiled, backend = _compile_host(piece.function, fallbacks, compile_fallback)
         seconds = cost.target_seconds if side == TARGET else cost.fallback_seconds
         origins = list(dict.fromkeys(n.origin for n in cost.nodes if n.origin is not None))
         partitions.append(CompiledPartition(number, side, backend, compiled, piece.inputs, piece.outputs, cost.work,
-                                            cost.border_bytes, seconds, origins, len(cost.nodes)))
+                                            cost.border_bytes, seconds, origins, len(cost.nodes), record=record))
     return PartitionedFunction(graph, target.name, fallbacks[0].name, partitions, placement.moved_back)
 
 
