@@ -137,3 +137,25 @@ def test_the_placement_follows_support_then_cost(macarray: Backend) -> None:
         assert part.side == TARGET
         kinds = {n.kind for n in part.compiled.function.nodes} - {"Save"}
         assert kinds <= {"MatMul", "Add", "Max"}, kinds
+
+
+def test_compile_options_reach_the_lowering_hooks() -> None:
+    """A backend option decides what `should_lower` keeps: kept, Relu is no primitive, so it is refused."""
+    from glowsdk.backends.interpreter import InterpreterBackend
+    from glowsdk.compiler.pipeline import compile_function
+    from glowsdk.errors import UnsupportedOpsError
+
+    class KeepsRelu(InterpreterBackend):
+        name = "keeps-relu"
+        options = {"keep_relu": "receive Relu unlowered"}
+
+        def should_lower(self, node) -> bool:
+            return not (node.kind == "Relu" and self.compile_options.extra.get("keep_relu"))
+
+        def compile(self, function, options):
+            return super().compile(function, type(options)())
+
+    network = glowsdk.load(_chain(["Exp", "Relu"]))
+    compile_function(network.function, KeepsRelu())  # lowered to Max: runs
+    with pytest.raises(UnsupportedOpsError, match=r"Relu.*in model node\(s\) Relu 'relu1'"):
+        compile_function(network.function, KeepsRelu(), glowsdk.backends.base.CompileOptions(extra={"keep_relu": True}))

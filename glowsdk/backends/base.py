@@ -104,6 +104,9 @@ class Backend(ABC):
     """True for a device that computes in integers only: the CLI then quantizes even without a profile."""
     compile_cache: ClassVar[bool] = False
     """True for a backend that takes the `cache` option (a compile cache): the CLI turns it on unless --no-cache."""
+    compile_options: CompileOptions = CompileOptions()
+    """The options of the compile under way, set before lowering: `should_lower`, `is_op_supported` and
+    `transform_post_lowering` may read `self.compile_options.extra` (an instance serves one compile at a time)."""
     options: ClassVar[Mapping[str, str] | None] = None
     """The `CompileOptions.extra` keys this backend takes, each with a one-line description
     (`--backend-opt key=value`); None leaves the checking to `compile`."""

@@ -146,6 +146,13 @@ def compile_report(compiled, target: str) -> str:
     from ..backends.npu.report import format_report
     from sim.binding import run_binary
 
+    from ..compiler.partition.hetero import PartitionedFunction
+
+    if isinstance(compiled, PartitionedFunction):  # the partition table is printed already; each NPU part's layers
+        parts = [p for p in compiled.device_partitions() if isinstance(p.compiled, NpuFunction)]
+        if parts:
+            return "\n\n".join(f"== NPU partition {p.index} ==\n" + format_report(
+                p.compiled, run_binary(p.compiled.binary, p.compiled.config, {}).result) for p in parts)
     if not isinstance(compiled, NpuFunction):
         raise GlowError(f"--report: target {target} does not compile to NPU layers (use --target npu)")
     return format_report(compiled, run_binary(compiled.binary, compiled.config, {}).result)

@@ -58,6 +58,7 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
     options = options or CompileOptions()
     fallbacks = [f for f in fallbacks if f.name != backend.name]
     options = _check_options(backend, fallbacks, options)
+    backend.compile_options = options
     hook = on_stage or (lambda stage, fn: None)
     manager = passes or PassManager()
     function, quantization_report = prepare_function(function, backend, manager=manager, hook=hook,
