@@ -14,6 +14,10 @@ GFLOP/s counts the multiply-adds of convolutions and matrix products (2 FLOP
 each) over the median. The outputs must agree with the peer's, or the numbers
 are reported with a failure: a fast wrong answer is no result. onnxruntime is a
 benchmark extra, imported only when asked for.
+
+What the target cannot run goes to `--fallback` (default cpu; none refuses), as in `glowsdk run`:
+a model split between the target and the host is timed end to end, its partition table is
+printed once, and `--profile` then shows each partition's time in the last timed run.
 """
 from __future__ import annotations
 
@@ -23,14 +27,17 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 import onnx
 
 from ..errors import GlowError
 from ..files import check_writable_file, write_text
-from . import options
+from . import options, partition_report
+
+if TYPE_CHECKING:
+    from ..compiler.partition.hetero import PartitionedFunction
 
 AGREEMENT = 1e-3
 """Largest output difference, relative to the peer's largest magnitude, counted as agreement."""
@@ -120,6 +127,9 @@ class BenchResult:
     sides: list[Side]
     difference: float | None = None
     """The largest output difference from the peer, relative to the peer's largest magnitude."""
+    partitioned: PartitionedFunction | None = None
+    """The PartitionedFunction when the model runs split between the target and a fallback, else None
+    (its partitions keep their times of the last timed run)."""
 
     @property
     def ratio(self) -> float | None:
@@ -137,7 +147,8 @@ class BenchResult:
                            "runs_per_sample": s.loops,
                            "throughput_per_s": self.batch / (s.median_ms / 1e3),
                            "gflops": self.flops / s.median_ms / 1e6} for s in self.sides],
-                "ratio": self.ratio, "difference": self.difference, "agrees": self.agrees}
+                "ratio": self.ratio, "difference": self.difference, "agrees": self.agrees,
+                **({"partitions": self.partitioned.describe()} if self.partitioned is not None else {})}
 
     def table(self) -> str:
         from ..conformance.report import format_table
@@ -192,16 +203,20 @@ the idle vCPU is woken)."""
 
 
 def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | None = None, repeat: int = 10,
-            warmup: int = 2, peer: str | None = None, cache: bool = True, seed: int = 0) -> BenchResult:
-    """Compile `proto` for `target` and time it (and `peer`, sample by sample) on seeded inputs."""
+            warmup: int = 2, peer: str | None = None, cache: bool = True, seed: int = 0,
+            fallback: str | None = "cpu", backend_options: Mapping[str, object] | None = None) -> BenchResult:
+    """Compile `proto` for `target` (what it cannot run on `fallback`, a backend name; None refuses)
+    and time it (and `peer`, sample by sample) on seeded inputs. `backend_options` go to the target."""
     from .. import api
+    from ..compiler.partition.hetero import PartitionedFunction
 
     network = api.load(proto)
     extra = options.cache_options(target, no_cache=not cache)
     if threads is not None:
         extra["threads"] = threads
+    extra.update(backend_options or {})
     start = time.perf_counter()
-    compiled = api.compile(network, target, **extra)
+    compiled = api.compile(network, target, fallback=fallback, **extra)
     compile_seconds = time.perf_counter() - start
     feeds = network.random_inputs(seed)
     runners = [compiled.run]
@@ -231,20 +246,36 @@ def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | No
     batch = network.inputs[0].shape[0] if network.inputs and network.inputs[0].shape else 1
     from_cache = bool(getattr(compiled.compiled, "from_cache", False))
     difference = relative_difference(outputs[0], outputs[1]) if peer is not None else None
+    partitioned = compiled.compiled if isinstance(compiled.compiled, PartitionedFunction) else None
     return BenchResult(name, target, batch, threads, compile_seconds, from_cache, network_flops(network.function),
-                       sides, difference)
+                       sides, difference, partitioned)
 
 
-def kernel_profile(proto: onnx.ModelProto, target: str, threads: int | None, runs: int) -> list:
+def kernel_profile(proto: onnx.ModelProto, target: str, threads: int | None, runs: int,
+                   backend_options: Mapping[str, object] | None = None) -> list:
     """Per-step times of `proto` compiled for the cpu target with cycle counters (profile.py)."""
     from .. import api
     from ..backends.cpu.profile import profile_steps
 
     if target != "cpu":
-        raise GlowError(f"bench --profile: only the cpu target counts cycles per kernel, not {target}")
+        raise GlowError(f"bench --profile: only the cpu target counts cycles per kernel, not {target} "
+                        f"(a model split by --fallback shows the time of each partition)")
     network = api.load(proto)
-    compiled = api.compile(network, target, profile=True, **({"threads": threads} if threads else {}))
+    extra = {**({"threads": threads} if threads else {}), **(backend_options or {}), "profile": True}
+    compiled = api.compile(network, target, **extra)
     return profile_steps(compiled.compiled, network.random_inputs(0), runs)
+
+
+def partition_times(partitioned: PartitionedFunction) -> str:
+    """Each partition's time in the last run of a PartitionedFunction, with its share of the run."""
+    from ..compiler.partition.placement import TARGET
+    from ..conformance.report import format_table
+
+    total = sum(p.last_seconds for p in partitioned.partitions) or 1.0
+    rows = [[p.index, partitioned.target if p.side == TARGET else "host", p.backend,
+             f"{p.last_seconds * 1e3:.3f}", f"{100 * p.last_seconds / total:.1f}",
+             f"{p.estimated_seconds * 1e3:.3f}"] for p in partitioned.partitions]
+    return format_table(["#", "device", "backend", "last run ms", "% of run", "est. ms"], rows)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -253,12 +284,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.input_shape:
         raise GlowError("bench: --input-shape is not supported; export the model with static shapes")
     proto, source = prepared_model(args.model, args.batch, args.random_weights)
+    extra = dict(options.parse_backend_opt(text) for text in args.backend_opt)
     result = measure(proto, source, args.target, threads=args.threads, repeat=args.repeat, warmup=args.warmup,
-                     peer=args.peer, cache=not args.no_cache)
+                     peer=args.peer, cache=not args.no_cache, fallback=options.fallback_name(args),
+                     backend_options=extra)
+    if result.partitioned is not None:
+        print(partition_report.format_partitions(result.partitioned))
     print(result.table())
     report = result.to_json()
-    if args.profile:
-        times = kernel_profile(proto, args.target, args.threads, args.repeat)
+    if args.profile and result.partitioned is not None:
+        print("\nwhere the time goes: each partition in the last timed run\n")
+        print(partition_times(result.partitioned))
+    elif args.profile:
+        times = kernel_profile(proto, args.target, args.threads, args.repeat, extra)
         print(f"\nwhere the time goes ({args.repeat} runs, a step charged until its slowest thread ends it)\n")
         from ..backends.cpu.profile import format_profile
 
@@ -287,6 +325,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench.add_argument("--peer", choices=PEERS, help="also time this runtime, turn by turn, and compare outputs")
     bench.add_argument("--json", metavar="FILE", help="also write the measurements as JSON")
     bench.add_argument("--profile", action="store_true",
-                       help="cpu target: also time every kernel (GFLOP/s of each Conv and MatMul)")
+                       help="cpu target: also time every kernel (GFLOP/s of each Conv and MatMul); a model "
+                            "split by --fallback: the time of each partition in the last run")
+    options.add_fallback_args(bench)
     options.add_cache_arg(bench)
     bench.set_defaults(func=cmd_bench)

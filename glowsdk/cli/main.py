@@ -252,6 +252,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
+    from ..api import fallback_backends
     from ..backends.registry import get_backend
     from ..conformance import report
 
@@ -259,6 +260,8 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     for path, flag in ((args.json, "--json"), (args.markdown, "--markdown")):
         if path:
             check_writable_file(path, flag)
+    # the models suite only: the primitive and node suites describe the target itself
+    fallbacks = fallback_backends(options.fallback_name(args)) if args.suite in ("models", "all") else []
     payload: dict = {"target": args.target}
     failed = False
     sections: dict = {}
@@ -293,10 +296,15 @@ def cmd_conformance(args: argparse.Namespace) -> int:
         names = args.models.split(",") if args.models else None
         bar = Progress("model zoo")
         results = sections["models"] = run_model_zoo(backend, names,
-                                                      lambda d, t, r: bar(d, t, f"{r.model} {r.check}"))
+                                                      lambda d, t, r: bar(d, t, f"{r.model} {r.check}"),
+                                                      fallbacks=fallbacks)
         bar.close()
+        if fallbacks:
+            print(f"model zoo on {args.target} (--fallback {args.fallback}: what it cannot run goes there)")
         print(report.model_report(results))
         payload["models"] = {"totals": report.totals(results), "cases": [r.to_json() for r in results]}
+        if fallbacks:
+            payload["models"]["fallback"] = args.fallback
         failed |= any(r.status not in ("pass", "skipped") for r in results)
     if args.json:
         write_text(args.json, json.dumps(payload, indent=2), "--json")
@@ -414,7 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--strict", action="store_true", help="exit 1 if any case does not pass")
     conf.add_argument("--fallback", default="none", metavar="DEVICE",
                       help="models suite: run what the target cannot on this backend and report each model's "
-                           "partitions and share of MACs on the target (default none: a partial model fails)")
+                           "partitions and share of MACs on the target (default none: a partial model fails); "
+                           "the primitives and nodes suites ignore it (they test the target itself)")
     conf.set_defaults(func=cmd_conformance)
 
     prof = sub.add_parser("profile", help="record the range of every value on calibration inputs (quantization)")

@@ -6,6 +6,11 @@ wall throughput and latency percentiles (host time, queueing included), device-t
 longest chain of partition times: simulated seconds on NPUs, wall seconds on the CPU), each
 device's runs and busy time on its own clock with its share of the busiest device's, and the
 partition table. `--check` compares every response with the interpreter running the same graph.
+
+The host runtime partitions with its own partitioner (runtime/partitioner.py): what the NPUs do not
+run in int8 becomes CPU partitions. `--fallback` says what compiles them: cpu (the cpu backend, the
+interpreter where it refuses), interpreter, or none, which refuses a model with a CPU partition that
+computes anything but the int8 <-> float conversions at the NPU partitions' borders.
 """
 from __future__ import annotations
 
@@ -20,6 +25,8 @@ from ..files import check_writable_file, write_text
 from . import options
 
 DEVICE_KINDS = ("npu", "cpu")
+FALLBACKS = {"cpu": "cpu", "interpreter": "interpreter", "none": None}
+"""--fallback -> the Provisioner's host fallback."""
 
 
 def parse_devices(text: str) -> dict[str, int]:
@@ -65,7 +72,7 @@ def _ms(seconds: float) -> str:
 
 def cmd_serve_bench(args: argparse.Namespace) -> int:
     from ..reference.evaluator import evaluate
-    from ..runtime import HostManager
+    from ..runtime import HostManager, Provisioner
 
     if args.json:
         check_writable_file(args.json, "--json")
@@ -75,6 +82,9 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
     quantization = options.quantization_config(args, network) if "npu" in counts else None
     with HostManager(build_devices(counts, args.config, args.heap), queue_size=args.concurrency,
                      when_full="block") as host:
+        # the host's provisioner, with the fallback asked for (the same devices and NPU preset)
+        host.provisioner = Provisioner(host.devices, host.provisioner.npu_config, host.provisioner.max_replicas,
+                                       fallback=FALLBACKS[args.fallback])
         plan = host.add_network("model", network, quantization)
         inputs = [network.random_inputs(args.seed + i) for i in range(min(args.requests, args.distinct_inputs))]
         began = time.perf_counter()
@@ -88,7 +98,7 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
                              for i, r in enumerate(responses))
         busiest = max(d.busy_seconds for d in host.devices) or 1.0
         report = {
-            "model": args.model, "devices": args.devices, "requests": args.requests,
+            "model": args.model, "devices": args.devices, "fallback": args.fallback, "requests": args.requests,
             "concurrency": args.concurrency, "wall_seconds": wall, "throughput_per_s": args.requests / wall,
             "device_throughput_per_s": args.requests / busiest,
             "latency_wall": _percentiles([r.wall_seconds for r in responses]),
@@ -148,6 +158,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--distinct-inputs", type=options.positive_count, default=64,
                    help="distinct seeded random inputs, reused in turn (default 64)")
     p.add_argument("--seed", type=options.seed_number, default=0, help="seed of the first input (default 0)")
+    p.add_argument("--fallback", choices=list(FALLBACKS), default="cpu",
+                   help="what compiles the CPU partitions (the ops the NPUs do not run): cpu (default; the "
+                        "interpreter where cpu refuses), interpreter, or none to refuse such a model")
     p.add_argument("--check", action="store_true", help="compare every response with the interpreter")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     p.set_defaults(func=cmd_serve_bench)

@@ -13,6 +13,12 @@ Two checks per model:
   "skipped".
 
 Statuses are those of the node tests (pass / fail / unsupported / error) plus "skipped".
+
+Given `fallbacks` (backends, the first preferred), what the target cannot run goes there, as
+`glowsdk.compile(..., fallback=...)` places it, and each check also records how the model split:
+its partitions on the target and on the host, and the share of multiply-adds on the target. A
+target that runs the whole model is one partition with every MAC. Without fallbacks a model the
+target runs only in part is "unsupported", and the records carry no partition fields.
 """
 from __future__ import annotations
 
@@ -24,7 +30,8 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import onnx
 
-from ..backends.base import Backend
+from ..backends.base import Backend, CompiledFunction
+from ..compiler.partition.hetero import PartitionedFunction
 from ..compiler.pipeline import compile_function
 from ..frontend.onnx.importer import import_model
 from ..zoo import BUNDLED, bundled_path, random_inputs, randomize_weights, rebatch, reference_case
@@ -46,40 +53,87 @@ class ModelResult:
     rel_error: float | None = None  # max|got - want| / max|want| over the outputs
     argmax_agrees: bool | None = None  # None when the expected rows have no unique maximum
     seconds: float = 0.0
+    split: Split | None = None  # how the model split between target and fallback (fallback runs only)
 
     def to_json(self) -> dict:
-        return {"model": self.model, "check": self.check, "status": self.status, "detail": self.detail,
-                "rel_error": self.rel_error, "argmax_agrees": self.argmax_agrees,
-                "seconds": round(self.seconds, 3)}
+        record = {"model": self.model, "check": self.check, "status": self.status, "detail": self.detail,
+                  "rel_error": self.rel_error, "argmax_agrees": self.argmax_agrees,
+                  "seconds": round(self.seconds, 3)}
+        if self.split is not None:
+            record.update(self.split.to_json())
+        return record
+
+
+@dataclass
+class Split:
+    """How one compiled model split: partitions on the target and on the host, and the target's MACs."""
+
+    target_partitions: int = 0
+    host_partitions: int = 0
+    target_macs: int = 0
+    total_macs: int = 0
+    known: bool = False  # False until the model compiled (a failed compile tells nothing)
+
+    @property
+    def partitions(self) -> int:
+        return self.target_partitions + self.host_partitions
+
+    @property
+    def target_mac_share(self) -> float | None:
+        """Target MACs over all MACs; 1.0 for a model without MACs run on the target alone."""
+        if not self.known:
+            return None
+        if self.total_macs == 0:
+            return 1.0 if self.host_partitions == 0 else 0.0
+        return self.target_macs / self.total_macs
+
+    def record(self, compiled: CompiledFunction) -> None:
+        if isinstance(compiled, PartitionedFunction):
+            self.target_partitions = len(compiled.device_partitions())
+            self.host_partitions = len(compiled.partitions) - self.target_partitions
+            self.target_macs, self.total_macs = compiled.target_macs, compiled.total_macs
+        else:  # the target runs it all
+            self.target_partitions, self.host_partitions = 1, 0
+        self.known = True
+
+    def to_json(self) -> dict:
+        if not self.known:
+            return dict.fromkeys(("partitions", "target_partitions", "host_partitions", "target_mac_share"))
+        return {"partitions": self.partitions, "target_partitions": self.target_partitions,
+                "host_partitions": self.host_partitions, "target_mac_share": self.target_mac_share}
 
 
 def run_model_zoo(backend: Backend, names: Sequence[str] | None = None,
                   progress: Callable[[int, int, ModelResult], None] | None = None, *,
-                  batch: int = 1) -> list[ModelResult]:
+                  batch: int = 1, fallbacks: Sequence[Backend] = ()) -> list[ModelResult]:
     """Run both checks on each bundled model in `names` (all of them by default).
 
-    `batch` sets the batch size of the onnxruntime check (via `rebatch`).
+    `batch` sets the batch size of the onnxruntime check (via `rebatch`). `fallbacks` run what
+    `backend` cannot (see the module docstring); each result then records its `split`.
     """
     names = list(BUNDLED if names is None else names)
     for name in names:
         bundled_path(name)  # an unknown name fails before any model runs
-    checks = {"reference": _reference_check, "onnxruntime": partial(_onnxruntime_check, batch=batch)}
+    fallbacks = list(fallbacks)
+    checks = {"reference": partial(_reference_check, fallbacks=fallbacks),
+              "onnxruntime": partial(_onnxruntime_check, batch=batch, fallbacks=fallbacks)}
     total = len(names) * len(checks)
     results = []
     for name in names:
         model = onnx.load(str(bundled_path(name)))
         for label, check in checks.items():
-            result = _guarded(name, label, check, model, backend)
+            result = _guarded(name, label, check, model, backend, bool(fallbacks))
             results.append(result)
             if progress is not None:
                 progress(len(results), total, result)
     return results
 
 
-def _guarded(name: str, label: str, check: Callable, model: onnx.ModelProto, backend: Backend) -> ModelResult:
+def _guarded(name: str, label: str, check: Callable, model: onnx.ModelProto, backend: Backend,
+             split: bool) -> ModelResult:
     """Run one check; turn what it raises into a status, as the node tests do."""
     start = time.perf_counter()
-    result = ModelResult(name, label, "pass")
+    result = ModelResult(name, label, "pass", split=Split() if split else None)
     status, detail = outcome(lambda: check(name, model, backend, result))
     if status != "pass":
         result.status, result.detail = status, detail
@@ -88,18 +142,22 @@ def _guarded(name: str, label: str, check: Callable, model: onnx.ModelProto, bac
     return result
 
 
-def _run_glowsdk(model: onnx.ModelProto, backend: Backend, source: str,
-                 inputs: Mapping[str, np.ndarray] | None = None) -> tuple[dict, dict]:
-    """Import, compile and run `model`; returns (inputs, outputs), drawing inputs if not given."""
+def _run_glowsdk(model: onnx.ModelProto, backend: Backend, source: str, result: ModelResult,
+                 fallbacks: Sequence[Backend], inputs: Mapping[str, np.ndarray] | None = None) -> tuple[dict, dict]:
+    """Import, compile and run `model`; returns (inputs, outputs), drawing inputs if not given.
+    Records how the model split in `result.split` (when asked for) as soon as it compiles."""
     module = import_model(model, source=source)
-    compiled = compile_function(module.functions["main"], backend)
+    compiled = compile_function(module.functions["main"], backend, fallbacks=fallbacks)
+    if result.split is not None:
+        result.split.record(compiled)
     feeds = dict(inputs) if inputs is not None else random_inputs(compiled.inputs, INPUT_SEED)
     return feeds, compiled.execute(feeds)
 
 
-def _reference_check(name: str, model: onnx.ModelProto, backend: Backend, result: ModelResult) -> None:
+def _reference_check(name: str, model: onnx.ModelProto, backend: Backend, result: ModelResult, *,
+                     fallbacks: Sequence[Backend]) -> None:
     case = reference_case(name, model)
-    _, got = _run_glowsdk(model, backend, name, case.inputs)
+    _, got = _run_glowsdk(model, backend, name, result, fallbacks, case.inputs)
     _measure(result, got, case.outputs)
     for out, want in case.outputs.items():
         a, b = got[out].astype(np.float64), want.astype(np.float64)
@@ -109,7 +167,7 @@ def _reference_check(name: str, model: onnx.ModelProto, backend: Backend, result
 
 
 def _onnxruntime_check(name: str, model: onnx.ModelProto, backend: Backend, result: ModelResult, *,
-                       batch: int) -> None:
+                       batch: int, fallbacks: Sequence[Backend]) -> None:
     try:
         import onnxruntime
     except ImportError as err:
@@ -118,7 +176,7 @@ def _onnxruntime_check(name: str, model: onnx.ModelProto, backend: Backend, resu
     randomized = randomize_weights(model, WEIGHT_SEED)
     if batch != 1:
         randomized = rebatch(randomized, batch)
-    feeds, got = _run_glowsdk(randomized, backend, f"{name} (random weights)")
+    feeds, got = _run_glowsdk(randomized, backend, f"{name} (random weights)", result, fallbacks)
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # ORT warns about the unused initializers some models carry
     session = onnxruntime.InferenceSession(randomized.SerializeToString(), options,

@@ -55,16 +55,31 @@ def node_report(results: Sequence[CaseResult]) -> str:
 
 
 def model_report(results: Sequence) -> str:
-    """One row per model and check, then the totals."""
+    """One row per model and check, then the totals; run with a fallback, also each model's split
+    (partitions on the target / on the host) and its share of MACs on the target."""
+    split = any(getattr(r, "split", None) is not None for r in results)
     rows = []
     for r in results:
         d = r.to_json()
-        rows.append([d["model"], d["check"], d["status"], _fmt_float(d["rel_error"]),
-                     _fmt_bool(d["argmax_agrees"]),
-                     f"{d.get('seconds', 0):.1f}", (d.get("detail") or "")[:80]])
+        row = [d["model"], d["check"], d["status"], _fmt_float(d["rel_error"]), _fmt_bool(d["argmax_agrees"])]
+        if split:
+            row += [_fmt_parts(d), _fmt_share(d.get("target_mac_share"))]
+        rows.append(row + [f"{d.get('seconds', 0):.1f}", (d.get("detail") or "")[:80]])
     t = totals(results)
-    text = format_table(["model", "check", "status", "rel error", "argmax", "seconds", "detail"], rows)
+    headers = ["model", "check", "status", "rel error", "argmax"]
+    headers += ["parts (target/host)", "MACs on target"] if split else []
+    text = format_table(headers + ["seconds", "detail"], rows)
     return text + f"\n\nmodel zoo: {t['pass']}/{len(results)} checks passed"
+
+
+def _fmt_parts(record: dict) -> str:
+    if record.get("partitions") is None:
+        return "-"
+    return f"{record['partitions']} ({record['target_partitions']}/{record['host_partitions']})"
+
+
+def _fmt_share(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
 
 
 def _fmt_float(value) -> str:
@@ -144,8 +159,14 @@ def markdown_report(target: str, primitives: Sequence[CellResult] | None = None,
         text += ["## ONNX node tests", "", f"{t['pass']} of {t['total']} cases pass ({t['fail']} fail, "
                  f"{t['unsupported']} unsupported, {t['error']} error).", ""]
     if models is not None:
-        text += ["## Model zoo", "", "| model | check | status | relative error |", "|---|---|---|---|"]
-        text += [f"| {r.model} | {r.check} | {r.status} | {_fmt_float(r.rel_error)} |" for r in models]
+        split = any(getattr(r, "split", None) is not None for r in models)
+        extra = " partitions (target/host) | MACs on target |" if split else ""
+        text += ["## Model zoo", "", "| model | check | status | relative error |" + extra,
+                 "|---|---|---|---|" + "---|---|" * split]
+        for r in models:
+            d = r.to_json()
+            cells = f" {_fmt_parts(d)} | {_fmt_share(d.get('target_mac_share'))} |" if split else ""
+            text.append(f"| {r.model} | {r.check} | {r.status} | {_fmt_float(r.rel_error)} |" + cells)
         text.append("")
     return "\n".join(text)
 

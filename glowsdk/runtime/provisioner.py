@@ -1,10 +1,12 @@
 """The Provisioner (paper 6.1): compiles each partition for its device kind and loads it on devices.
 
 NPU partitions compile to `.npub` binaries for the NPUs' architecture preset; CPU partitions
-compile with the cpu backend, or the interpreter when the cpu backend cannot run an op. Placement
-takes the largest NPU partitions first, each on the NPU with the most free memory among those not
-yet holding a partition of the same network (so a network larger than one device spreads out),
-then duplicates every NPU partition on the other NPUs with room, idle ones first, up to
+compile as `fallback` says: "cpu" (the default) with the cpu backend, or the interpreter when the
+cpu backend cannot run an op; "interpreter" with the interpreter; None refuses, on a host with
+NPUs, a CPU partition that computes more than int8 <-> float conversions. Placement takes the
+largest NPU partitions first, each on the NPU with the most free memory among those not yet
+holding a partition of the same network (so a network larger than one device spreads out), then
+duplicates every NPU partition on the other NPUs with room, idle ones first, up to
 `max_replicas` copies: a small network ends up on every device, and requests spread over them.
 CPU partitions go on every CPU device. If a partition finds no device with room now, everything
 the network took is given back and the network is refused.
@@ -20,7 +22,11 @@ from ..backends.registry import get_backend
 from ..compiler.pipeline import compile_function
 from ..errors import GlowError
 from .devices import DeviceManager, NpuDeviceManager
-from .partitioner import CPU, NPU, NetworkRefused, Partition, PartitionPlan
+from .partitioner import CONVERSIONS, CPU, NPU, NetworkRefused, Partition, PartitionPlan
+
+HOST_BACKENDS: dict[str | None, tuple[str, ...]] = {"cpu": ("cpu", "interpreter"), "interpreter": ("interpreter",),
+                                                    None: ("cpu", "interpreter")}
+"""The backends that compile CPU partitions, tried in order, for each `fallback` (None: conversions only)."""
 
 
 @dataclass
@@ -37,10 +43,14 @@ class Placement:
 class Provisioner:
     """Compiles partitions for, and loads them on, the host's devices."""
 
-    def __init__(self, devices: list[DeviceManager], npu_config: str | None, max_replicas: int | None = None) -> None:
+    def __init__(self, devices: list[DeviceManager], npu_config: str | None, max_replicas: int | None = None,
+                 fallback: str | None = "cpu") -> None:
+        if fallback not in HOST_BACKENDS:
+            raise GlowError(f"unknown host fallback '{fallback}' (known: cpu, interpreter, or None to refuse)")
         self.devices = devices
         self.npu_config = npu_config
         self.max_replicas = max_replicas
+        self.fallback = fallback
 
     def of_kind(self, kind: str) -> list[DeviceManager]:
         return [d for d in self.devices if d.kind == kind]
@@ -55,7 +65,12 @@ class Provisioner:
             partition.memory_bytes = max(d.need(compiled.binary) for d in self.of_kind(NPU)
                                          if isinstance(d, NpuDeviceManager))
         else:
-            partition.artefact, partition.backend = compile_host(partition)
+            computed = {k: n for k, n in partition.ops.items() if k not in CONVERSIONS}
+            if self.fallback is None and computed and self.of_kind(NPU):
+                ops = ", ".join(f"{k} x{n}" if n > 1 else k for k, n in computed.items())
+                raise NetworkRefused(f"partition {partition.index} would run {ops} on the host CPU (the NPUs do "
+                                     f"not run them in int8), and the host fallback is off (fallback none)")
+            partition.artefact, partition.backend = compile_host(partition, HOST_BACKENDS[self.fallback])
             partition.memory_bytes = sum(int(np.asarray(c.value).nbytes)
                                          for c in partition.function.module.constants.values())
         capacities = [d.capacity_bytes for d in self.of_kind(partition.kind)]
@@ -117,10 +132,13 @@ class Provisioner:
         placement.replicas.clear()
 
 
-def compile_host(partition: Partition) -> tuple[object, str]:
-    """The partition compiled by the cpu backend, or by the interpreter when the cpu backend refuses it."""
-    try:
-        return compile_function(partition.function, get_backend("cpu"), CompileOptions()), "cpu"
-    except GlowError:
-        return compile_function(partition.function, get_backend("interpreter"), CompileOptions()), "interpreter"
+def compile_host(partition: Partition, backends: tuple[str, ...] = HOST_BACKENDS["cpu"]) -> tuple[object, str]:
+    """The partition compiled by the first of `backends` that takes it (by default the cpu backend,
+    or the interpreter when the cpu backend refuses it)."""
+    for name in backends[:-1]:
+        try:
+            return compile_function(partition.function, get_backend(name), CompileOptions()), name
+        except GlowError:
+            pass
+    return compile_function(partition.function, get_backend(backends[-1]), CompileOptions()), backends[-1]
 
