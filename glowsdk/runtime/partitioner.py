@@ -28,6 +28,7 @@ from ..graph.nodes.core import Save
 from ..graph.types import ElemKind
 from ..quantization.convert import QuantizationConfig
 from ..compiler.partition.cut import Piece, cut
+from ..compiler.partition.placement import TARGET, parts_of, supported_sides
 
 NPU, CPU = "npu", "cpu"
 CONVERSIONS = ("Quantize", "Dequantize")
@@ -95,36 +96,13 @@ def quantized_graph(function: Function, quantization: QuantizationConfig, npu: B
 
 
 def device_kinds(graph: Function, npu: Backend) -> dict[int, str]:
-    """id(node) -> NPU or CPU for every compute node (not storage, not Save)."""
-    def integer(node: Node) -> bool:
-        types = [*node.types, *(v.type for v in node.present_inputs())]
-        return npu.is_op_supported(node) and not any(t.elem is ElemKind.FLOAT32 for t in types)
-
-    kinds = {id(n): NPU if integer(n) else CPU for n in graph.nodes
-             if not isinstance(n, (Storage, Save)) and n.kind not in CONVERSIONS}
-    for node in graph.nodes:
-        if node.kind == "Dequantize":
-            producer = kinds.get(id(node.input.node))
-            kinds[id(node)] = NPU if producer == NPU and node.input.type.elem is ElemKind.QINT8 else CPU
-    for node in reversed(graph.nodes):
-        if node.kind == "Quantize":
-            users = [kinds.get(id(u)) for u in node.users if not isinstance(u, Save)]
-            ok = users and all(k == NPU for k in users) and node.type.elem is ElemKind.QINT8
-            kinds[id(node)] = NPU if ok else CPU
-    return kinds
+    """id(node) -> NPU or CPU for every compute node (not storage, not Save): the compiler's support sides."""
+    return {i: NPU if side == TARGET else CPU for i, side in supported_sides(graph, npu).items()}
 
 
 def by_support(graph: Function, kinds: dict[int, str]) -> tuple[dict[int, int], list[str]]:
-    """The support-driven parts: id(node) -> part, and each part's kind."""
-    stage: dict[int, int] = {}
-    for node in graph.topo_order():
-        if id(node) not in kinds:
-            continue
-        producers = [v.node for v in node.present_inputs() if id(v.node) in kinds]
-        stage[id(node)] = max((stage[id(p)] + (kinds[id(p)] != kinds[id(node)]) for p in producers), default=0)
-    keys = sorted({(stage[i], kinds[i]) for i in stage})
-    number = {key: k for k, key in enumerate(keys)}
-    return {i: number[(stage[i], kinds[i])] for i in stage}, [kind for _, kind in keys]
+    """The support-driven parts: id(node) -> part, and each part's kind (the compiler's stage rule)."""
+    return parts_of(graph, kinds)
 
 
 def _weight_bytes(node: Node, seen: set[int]) -> int:
