@@ -84,6 +84,9 @@ class PartitionedFunction(CompiledFunction):
         entries = []
         for p in self.partitions:
             if p.side == TARGET:
+                if type(p.compiled).save is CompiledFunction.save:
+                    raise UnsupportedError(f"-o {path}: target {self.target} compiles to no file of its own, so "
+                                           f"its partitions cannot be written (glowsdk run runs the model)")
                 own = package.target_member(p.index, p.compiled.save)
             else:
                 own = package.host_members(p.index, *p.record)
