@@ -46,6 +46,10 @@ the quantizer only on a backend that keeps them unlowered, an integer device's c
 kinds (element-wise, layout, pools) are quantized only when a user is too: alone they would only add
 conversions and rounding (the Sub of a lowered Softmax, feeding Exp, is the case in point)."""
 
+NON_FINITE = "NaN or infinite values"
+"""Why a node whose constant operand, or profiled operand or result, holds NaN or infinities stays float: int8
+has no code for them (a causal mask's -inf would saturate to a finite value and leak probability)."""
+
 
 @dataclass(frozen=True)
 class QuantizationConfig:
@@ -109,6 +113,7 @@ class Quantizer:
         self.report = QuantizationReport()
         self._types: dict[str, Type | None] = {}
         self._profiled_as: dict[str, str] = {}  # a converted result's Dequantize -> the float value it replaced
+        self._non_finite: set[str] = set()  # values seen holding NaN or infinities: int8 has neither
 
     def activation_type(self, value: NodeValue) -> Type | None:
         """The int8 type the profile gives a float32 value (None without a profile entry)."""
@@ -119,6 +124,9 @@ class Quantizer:
             entry = self.config.profile.values.get(name)
             if entry is None:
                 self._types[name] = None
+            elif entry.nan or entry.pos_inf or entry.neg_inf:
+                self._types[name] = None
+                self._non_finite.add(name)
             else:
                 lo, hi = calibrated_range(entry, self.config.calibration)
                 scale, offset = choose_params(lo, hi, self.config.schema)
@@ -135,11 +143,18 @@ class Quantizer:
 
     def constant_type(self, value: NodeValue) -> Type | None:
         """The int8 type covering a float32 Constant's own range (the schema's choice of parameters)."""
-        if value.type.elem is not ElemKind.FLOAT32:
+        if value.type.elem is not ElemKind.FLOAT32 or not self._finite(value):
             return None
         data = value.node.value
         lo, hi = (float(data.min()), float(data.max())) if data.size else (0.0, 0.0)
         return Type(ElemKind.QINT8, value.type.shape, *choose_params(lo, hi, self.config.schema))
+
+    def _finite(self, value: NodeValue) -> bool:
+        """Whether a Constant holds no NaN or infinity (a causal mask's -inf has no int8 code)."""
+        if np.isfinite(value.node.value).all():
+            return True
+        self._non_finite.add(value.name)
+        return False
 
     def quantize(self, value: NodeValue, type_: Type) -> NodeValue:
         """`value` converted to `type_` (its own shape); Constants fold later."""
@@ -158,6 +173,8 @@ class Quantizer:
         (inception_v1's grew), see bench/README.md.
         """
         if isinstance(value.node, Constant) and value.type.elem is ElemKind.FLOAT32:
+            if not self._finite(value):
+                return None
             per_channel = self.config.per_channel and value.node.value.size > 0
             return self._weight(value, channel_axis if per_channel else None, clip)
         type_ = self.activation_type(value)
@@ -217,7 +234,8 @@ class Quantizer:
         if unmatched:
             raise GlowError(f"--keep-float {unmatched[0]}: no quantizable node has that kind or name "
                             f"(kinds in the lowered graph: {', '.join(kinds) or 'none'})")
-        if self._types and not any(t is not None for t in self._types.values()):
+        named = any(t is not None for t in self._types.values()) or self._non_finite & set(self._types)
+        if self._types and not named:
             raise GlowError(f"the profile (of {self.config.profile.model.get('source', 'a model')}) names none "
                             f"of this graph's values: it was taken of another model or with other options")
         self.function.erase_dead()
@@ -232,7 +250,8 @@ class Quantizer:
             produced = RULES[node.kind](self, node)
             if produced is None:
                 self._roll_back(before)
-                self.report.keep(node, "no profile")
+                seen = {self._profiled_as.get(v.name, v.name) for v in (*node.present_inputs(), *node.results)}
+                self.report.keep(node, NON_FINITE if seen & self._non_finite else "no profile")
                 return
             replaced = produced if isinstance(produced, dict) else {node.result(): produced}
             created = [n for n in self.function.nodes if id(n) not in before]

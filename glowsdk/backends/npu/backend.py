@@ -24,7 +24,7 @@ from ...reference.evaluator import check_inputs, declared_inputs
 from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from .binary import build_binary
 from .layers import LayerBuilder
-from .support import KEPT_UNLOWERED, quantized_form_ok
+from .support import KEPT_UNLOWERED, device_limits, quantized_form_ok
 
 OPTIONS = {
     "config": "architecture preset (edge, default, server) or configuration file (default: default)",
@@ -75,9 +75,24 @@ class NpuBackend(Backend):
     }
 
     def is_op_supported(self, node: Node) -> bool:
+        if device_limits(node, self._config()):
+            return False
         if node.kind in KEPT_UNLOWERED:  # the float form is for the quantizer to convert
             return KEPT_UNLOWERED[node.kind](node) and (node.input.type.elem is F32 or quantized_form_ok(node))
         return super().is_op_supported(node) and (node.kind in ("Quantize", "Dequantize") or quantized_form_ok(node))
+
+    def unsupported_reason(self, node: Node) -> str | None:
+        """The limits of the device `node` exceeds (support.LIMITS, CONFIG_LIMITS), named after the model's node:
+        `Conv 'stem': kernel 80 > 15, stride 16 > 15 on npu`."""
+        problems = device_limits(node, self._config())
+        if not problems:
+            return None
+        who = str(node.origin) if node.origin is not None else f"{node.kind} '{node.name}'"
+        return f"{who}: {', '.join(problems)} on {self.name}"
+
+    def _config(self) -> ArchConfig:
+        """The architecture configuration of the compile under way (the `config` option)."""
+        return resolve_config(self.compile_options.extra.get("config", "default"))
 
     def should_lower(self, node: Node) -> bool:
         return not (node.kind in KEPT_UNLOWERED and KEPT_UNLOWERED[node.kind](node))

@@ -8,20 +8,122 @@ int32 bias: affine.py). Softmax (over trailing dims) takes an int8 input to the 
 probabilities; LRN keeps its int8 type (lrn.py). Everything else moves or combines int8 tensors of
 one quantized type per tensor (per-channel scales only on weights and accumulators). KEPT_UNLOWERED
 lists the kinds the NPU takes unlowered, for the quantizer to convert.
+
+The device's limits (window fields, group and channel counts) are separate from the forms: LIMITS
+lists, per kind, what keeps a node off the NPU whatever its types, so `unsupported_reason` can say so;
+CONFIG_LIMITS adds what depends on the architecture configuration (SRAM sizes).
 """
 from __future__ import annotations
 
 from typing import Callable
 
+from isa.config import ArchConfig
+
 from ...graph.node import Constant, Node, NodeValue
 from ...graph.nodes import quant
 from ...graph.nodes.lrn_int8 import lrn_table
 from ...graph.types import ElemKind
-from .softmax import MAX_GROUP, trailing_length
+from .softmax import MAX_GROUP, fits, trailing_length
 
 Q8, Q32 = ElemKind.QINT8, ElemKind.QINT32
 MAX_LRN_SIZE = 63
 """LRN windows up to this many channels (one VADD per channel of the window)."""
+MAX_WINDOW = 15
+"""Kernel, stride and dilation fields of CONV and POOL, and a global pool's whole image, up to 15."""
+MAX_CONV_PAD, MAX_POOL_PAD = 255, 15
+"""The padding fields of CONFIG_CONV and CONFIG_POOL."""
+
+
+# -- the device's limits, whatever the types --------------------------------------------------------
+def _outside(what: str, values, low: int, high: int) -> list[str]:
+    """`kernel 80 > 15` for each distinct value outside [low, high]."""
+    return [f"{what} {v} > {high}" if v > high else f"{what} {v} < {low}" for v in dict.fromkeys(values)
+            if not low <= v <= high]
+
+
+def _image_2d(node: Node, what: str) -> list[str]:
+    spatial = len(node.kernel)
+    return [] if spatial == 2 else [f"{spatial}-D (the NPU {what} 2-D images only)"]
+
+
+def conv_limits(node: Node) -> list[str]:
+    """CONV's fields: a 2-D image, kernel, stride and dilation 1..15, padding 0..255."""
+    return [*_image_2d(node, "convolves"), *_outside("kernel", node.kernel, 1, MAX_WINDOW),
+            *_outside("stride", node.strides, 1, MAX_WINDOW), *_outside("dilation", node.dilations, 1, MAX_WINDOW),
+            *_outside("pad", node.pads, 0, MAX_CONV_PAD)]
+
+
+def pool_limits(node: Node) -> list[str]:
+    """POOL's fields: a 2-D image, kernel and stride 1..15, no dilation, padding 0..15; an AveragePool's
+    ceil_mode windows must end inside the padding."""
+    problems = [*_image_2d(node, "pools"), *_outside("kernel", node.kernel, 1, MAX_WINDOW),
+                *_outside("stride", node.strides, 1, MAX_WINDOW), *_outside("dilation", node.dilations, 1, 1),
+                *_outside("pad", node.pads, 0, MAX_POOL_PAD)]
+    if not problems and node.kind == "AveragePool" and node.attrs.get("ceil_mode"):
+        h, w = node.input.type.shape[2:]
+        if not all((o - 1) * s + k <= size + p0 + p1 for o, s, k, size, p0, p1 in
+                   zip(node.type.shape[2:], node.strides, node.kernel, (h, w), node.pads[:2], node.pads[2:])):
+            problems.append("ceil_mode windows reach past the padding")
+    return problems
+
+
+def softmax_limits(node: Node) -> list[str]:
+    """Softmax over trailing dims (dense groups) short enough for REDUCE/VDIV and the fixed-point table."""
+    length = trailing_length(node.input.type.shape, tuple(node.axes))
+    if length is None:
+        return [f"axes {sorted(node.axes)} are not the trailing dims of {list(node.input.type.shape)}"]
+    if length > MAX_GROUP or 31 - length.bit_length() < quant.SOFTMAX_SHIFT:
+        return [f"a group of {length} elements > {MAX_GROUP}"]
+    return []
+
+
+def global_pool_limits(node: Node) -> list[str]:
+    """A 2-D GlobalAveragePool whose whole image is one POOL window (the quantizer makes it an AveragePool)."""
+    shape = node.input.type.shape
+    if len(shape) != 4:
+        return [f"{len(shape) - 2}-D (the NPU pools 2-D images only)"]
+    return _outside("window", shape[2:], 1, MAX_WINDOW)
+
+
+def lrn_limits(node: Node) -> list[str]:
+    """An LRN over the channels of an NCHW image whose int8 form keeps its type (lrn_int8.py)."""
+    rank = len(node.input.type.shape)
+    return [*([] if rank == 4 else [f"rank {rank}, not an NCHW image"]),
+            *_outside("size", [node.size], 1, MAX_LRN_SIZE),
+            *([] if node.bias >= 1 else [f"bias {node.bias} < 1"]),
+            *([] if node.alpha >= 0 else [f"alpha {node.alpha} < 0"])]
+
+
+def matmul_limits(node: Node) -> list[str]:
+    """The matrix engine multiplies a 2-D matrix by weights it loads: a constant right operand."""
+    rank = len(node.lhs.type.shape)
+    return [*([] if rank == 2 else [f"a left operand of rank {rank}, not 2"]),
+            *([] if _constant(node.rhs) else ["a right operand computed at run time, not constant weights"])]
+
+
+LIMITS: dict[str, Callable[[Node], list[str]]] = {
+    "Conv": conv_limits, "MaxPool": pool_limits, "AveragePool": pool_limits, "Softmax": softmax_limits,
+    "GlobalAveragePool": global_pool_limits, "LRN": lrn_limits, "MatMul": matmul_limits,
+}
+"""What keeps a node of each kind off the NPU whatever its element kinds (empty: within the limits)."""
+
+
+def _softmax_fits(node: Node, config: ArchConfig) -> list[str]:
+    length = trailing_length(node.input.type.shape, tuple(node.axes))
+    if length is None or length > MAX_GROUP or fits(length, config):
+        return []
+    return [f"a group of {length} elements does not fit the '{config.name}' configuration's scratchpad "
+            f"({config.scratchpad_bytes} B) and accumulator ({config.accumulator_bytes} B)"]
+
+
+CONFIG_LIMITS: dict[str, Callable[[Node, ArchConfig], list[str]]] = {"Softmax": _softmax_fits}
+"""Limits that depend on the architecture configuration compiled for."""
+
+
+def device_limits(node: Node, config: ArchConfig) -> list[str]:
+    """Every limit of the device `node` exceeds, in the user's terms (empty: none)."""
+    problems = LIMITS[node.kind](node) if node.kind in LIMITS else []
+    return problems + (CONFIG_LIMITS[node.kind](node, config) if node.kind in CONFIG_LIMITS else [])
 
 
 def _int8(value: NodeValue) -> bool:
@@ -43,11 +145,10 @@ def _rescaled(node: Node) -> bool:
 
 def _conv(node: Node) -> bool:
     x, w = node.input, node.filter
-    return (_int8(x) and len(node.kernel) == 2 and _constant(w) and w.type.elem is Q8
+    return (_int8(x) and _constant(w) and w.type.elem is Q8
             and not w.type.offsets.any() and node.type.elem is Q32
             and (node.bias is None or (_constant(node.bias) and node.bias.type.elem is Q32))
-            and all(1 <= k <= 15 for k in (*node.kernel, *node.strides, *node.dilations))
-            and all(0 <= p <= 255 for p in node.pads) and _rescaled(node))
+            and not conv_limits(node) and _rescaled(node))
 
 
 def _channel_vector(value: NodeValue, rank: int) -> bool:
@@ -72,7 +173,7 @@ def _bias_add(node: Node) -> bool:
 
 def _matmul(node: Node) -> bool:
     lhs, rhs = node.lhs, node.rhs
-    if not (len(lhs.type.shape) == 2 and _int8(lhs) and _constant(rhs) and rhs.type.elem is Q8
+    if not (not matmul_limits(node) and _int8(lhs) and rhs.type.elem is Q8
             and not rhs.type.offsets.any() and node.type.elem is Q32 and len(node.users) == 1):
         return False
     user = next(iter(node.users))
@@ -109,13 +210,7 @@ def _rescale(node: Node) -> bool:
 
 
 def _pool(node: Node) -> bool:
-    ok = (_same_quant(node.input, node) and len(node.kernel) == 2 and not any(d != 1 for d in node.dilations)
-          and all(1 <= k <= 15 for k in (*node.kernel, *node.strides)) and all(0 <= p <= 15 for p in node.pads))
-    if ok and node.kind == "AveragePool" and node.attrs.get("ceil_mode"):
-        n, c, h, w = node.input.type.shape
-        ok = all((o - 1) * s + k <= size + p0 + p1 for o, s, k, size, p0, p1 in
-                 zip(node.type.shape[2:], node.strides, node.kernel, (h, w), node.pads[:2], node.pads[2:]))
-    return ok
+    return _same_quant(node.input, node) and not pool_limits(node)
 
 
 def _moves(node: Node) -> bool:
@@ -133,20 +228,15 @@ def _border(node: Node) -> bool:
 
 
 def softmax_form(node: Node) -> bool:
-    """Softmax over trailing dims (dense groups) short enough for REDUCE/VDIV and the fixed-point table."""
-    length = trailing_length(node.input.type.shape, tuple(node.axes))
-    return length is not None and length <= MAX_GROUP and 31 - length.bit_length() >= quant.SOFTMAX_SHIFT
+    return not softmax_limits(node)
 
 
 def global_pool_form(node: Node) -> bool:
-    """A 2-D GlobalAveragePool whose whole image is one POOL window (the quantizer makes it an AveragePool)."""
-    shape = node.input.type.shape
-    return len(shape) == 4 and all(1 <= d <= 15 for d in shape[2:])
+    return not global_pool_limits(node)
 
 
 def lrn_form(node: Node) -> bool:
-    """An LRN over the channels of an NCHW image whose int8 form keeps its type and has a table (lrn_int8.py)."""
-    return len(node.input.type.shape) == 4 and node.bias >= 1 and node.alpha >= 0 and node.size <= MAX_LRN_SIZE
+    return not lrn_limits(node)
 
 
 def _lrn(node: Node) -> bool:

@@ -67,6 +67,12 @@ class DramTensor:
         return len(self.shape) == 4 and (self.shape[1] == 1 or self.strides[1] == 1) and \
             self.strides[3] >= self.shape[1] and self.strides[2] >= self.shape[3] * self.strides[3]
 
+    def same_layout(self, other: DramTensor) -> bool:
+        """Whether both put the element of each logical index at the same offset from their start (the
+        stride of a dim of size 1 is never used, so it may differ)."""
+        return self.shape == other.shape and all(
+            a == b for a, b, n in zip(self.strides, other.strides, self.shape) if n > 1)
+
     def at(self, index: tuple[int, ...]) -> int:
         """Byte offset in the region of the element at a (possibly partial) leading index."""
         return self.offset + sum(i * s for i, s in zip(index, self.strides))

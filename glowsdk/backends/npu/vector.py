@@ -51,7 +51,7 @@ class ElementwiseLayer:
     """Rescale: multiplier, shift, output zero point"""
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
-        if not all(_flat(t) and t.strides == self.result.strides for t in (*self.operands, self.result)):
+        if not all(_flat(t) and t.same_layout(self.result) for t in (*self.operands, self.result)):
             raise AssertionError("element-wise operands must share one compact layout")
         chunk = _slots(config, len(self.operands) + 1, self.op in ("Add", "Rescale"))
         slot_bytes = chunk * (len(self.operands) + 1)

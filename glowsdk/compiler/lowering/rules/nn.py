@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ....graph.node import NodeValue
-from ....graph.nodes import elementwise as ew, nn, reduce as rd, tensor
+from ....graph.nodes import elementwise as ew, nn, quant, reduce as rd, tensor
 from ....graph.types import ElemKind
 from ..registry import Lowerer, lowers
 from .common import cast_to, compute_elem, constant_array
@@ -243,9 +243,41 @@ def _shifted_exp_sum(b: Lowerer, x: NodeValue,
     return shifted, exp, b.add(rd.ReduceSum, exp, axes=axes, keepdims=True)
 
 
+def _divide_rounded(b: Lowerer, a: NodeValue, d: NodeValue) -> NodeValue:
+    """a / d rounded half to even, for int64 a >= 0 and d > 0 (isa.numerics.rounded_average)."""
+    i64 = ElemKind.INT64
+    floor = b.add(ew.Div, a, d)
+    twice = b.add(ew.Mul, b.add(ew.Sub, a, b.add(ew.Mul, floor, d)), b.scalar(2, i64))
+    odd = b.add(ew.Equal, b.add(ew.Mod, floor, b.scalar(2, i64)), b.scalar(1, i64))
+    up = b.add(ew.Or, b.add(ew.Less, d, twice), b.add(ew.And, b.add(ew.Equal, twice, d), odd))
+    return b.add(ew.Add, floor, b.add(ew.Cast, up, to=i64))
+
+
+def _int8_softmax(b: Lowerer, node: nn.Softmax) -> NodeValue:
+    # Softmax(int8q x) -> T[min(max(x) - x, 255)] * 2^8 / sum, rounded half to even, - 128, saturated
+    """The integer semantics of an int8 Softmax (nn.Softmax's doc, the reference kernel and the NPU's
+    layer) on integer primitives, so a host computes the same integers as the device."""
+    i64 = ElemKind.INT64
+    x = node.input.type
+    axes = tuple(sorted(node.axes))
+    length = int(np.prod([x.shape[a] for a in axes]))
+    table = b.constant(quant.softmax_table(x.scale, length), "softmax_table")
+    raw = b.add(ew.Cast, b.add(quant.Reinterpret, node.input, result_type=x.with_elem(ElemKind.INT8)), to=i64)
+    below = b.add(ew.Sub, b.add(rd.ReduceMax, raw, axes=axes, keepdims=True), raw)
+    steps = b.add(ew.Min, below, b.scalar(quant.SOFTMAX_TABLE_SIZE - 1, i64))
+    e = b.add(tensor.Gather, table, steps, axis=0)
+    total = b.add(rd.ReduceSum, e, axes=axes, keepdims=True)
+    q = _divide_rounded(b, b.add(ew.Mul, e, b.scalar(1 << quant.SOFTMAX_SHIFT, i64)), total)
+    shifted = b.add(ew.Add, q, b.scalar(nn.SOFTMAX_ZERO, i64))
+    code = b.add(ew.Min, b.add(ew.Max, shifted, b.scalar(-128, i64)), b.scalar(127, i64))
+    return b.add(quant.Reinterpret, b.add(ew.Cast, code, to=ElemKind.INT8), result_type=node.type)
+
+
 @lowers(nn.Softmax)
 def _softmax(b: Lowerer, node: nn.Softmax) -> NodeValue:
     # Softmax(x) -> Exp(x - ReduceMax(x)) / ReduceSum(Exp(x - ReduceMax(x)))
+    if node.input.type.elem is ElemKind.QINT8:
+        return _int8_softmax(b, node)
     x = cast_to(b, node.input, compute_elem(node.input))
     _, exp, total = _shifted_exp_sum(b, x, tuple(sorted(node.axes)))
     return cast_to(b, b.add(ew.Div, exp, total), node.type.elem)
