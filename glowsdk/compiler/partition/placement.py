@@ -6,11 +6,13 @@
 2. Parts. A node's stage is the largest stage of its producers, plus one where the side changes;
    the nodes of one side and stage form one part. Every edge runs to the same or a later stage, so
    the parts form a DAG, and independent branches of one side share a part (fewer, larger parts).
-3. Cost, decided per island (a connected group of target nodes) before the parts are formed: an
-   island pays a launch and its border bytes over the target's link, and stays on the target when
-   the time it saves on the fallback is larger. Islands that do not pay go back to the fallback, the
-   islands are formed again (neighbours may have merged), until every island pays for itself: a
-   lone element-wise op between two fallback nodes never makes a round trip.
+3. Cost. Each target part, taken one island (a connected group of target nodes) at a time so that
+   unrelated work does not share a verdict, pays a launch and its border bytes over the target's
+   link, and stays when the time it saves on the fallback is larger. The part with the worst
+   balance goes back to the fallback and the parts are formed again (neighbours may merge), until
+   every target part pays for itself: a lone element-wise op between two fallback nodes never makes
+   a round trip, and a recurrent cell cut into one part per time step pays a launch per step.
+   Finally, target parts of one stage are merged (one launch for independent branches).
 """
 from __future__ import annotations
 
@@ -58,17 +60,21 @@ def supported_sides(graph: Function, backend: Backend) -> dict[int, str]:
     return sides
 
 
-def parts_of(graph: Function, sides: dict[int, str]) -> tuple[dict[int, int], list[str]]:
-    """The parts of a side assignment: id(node) -> part, and each part's side (in stage order)."""
+def parts_of(graph: Function, sides: dict[int, str],
+             split: dict[int, int] | None = None) -> tuple[dict[int, int], list[str]]:
+    """The parts of a side assignment: id(node) -> part, and each part's side (in stage order).
+    `split` (id -> group) keeps nodes of different groups apart within a stage."""
     stage: dict[int, int] = {}
     for node in graph.topo_order():
         if id(node) not in sides:
             continue
         producers = [v.node for v in node.present_inputs() if id(v.node) in sides]
         stage[id(node)] = max((stage[id(p)] + (sides[id(p)] != sides[id(node)]) for p in producers), default=0)
-    keys = sorted({(stage[i], sides[i]) for i in stage})
-    number = {key: k for k, key in enumerate(keys)}
-    return {i: number[(stage[i], sides[i])] for i in stage}, [side for _, side in keys]
+    group = split or {}
+    key = {i: (stage[i], sides[i], group.get(i, -1)) for i in stage}
+    keys = sorted(set(key.values()))
+    number = {k: n for n, k in enumerate(keys)}
+    return {i: number[key[i]] for i in stage}, [side for _, side, _ in keys]
 
 
 @dataclass
@@ -169,19 +175,14 @@ def place(graph: Function, backend: Backend, fallback: Backend) -> Placement:
     target_info, fallback_info = backend.device_info(), fallback.device_info()
     moved = 0
     while unsupported:
-        group = islands(graph, sides)
-        members = sorted(set(group.values()))
-        number = {root: k for k, root in enumerate(members)}
-        assignment = {i: len(members) for i in sides}  # every fallback node in one pseudo-part
-        assignment.update({i: number[root] for i, root in group.items()})
-        costs = part_costs(graph, assignment, [TARGET] * len(members) + [FALLBACK], target_info, fallback_info)
+        assignment, part_sides = parts_of(graph, sides, split=islands(graph, sides))
+        costs = part_costs(graph, assignment, part_sides, target_info, fallback_info)
         losers = [c for c in costs if c.side == TARGET and c.gain <= 0]
         if not losers:
             break
-        for loser in losers:
-            for node in loser.nodes:
-                sides[id(node)] = FALLBACK
-            moved += 1
+        for node in min(losers, key=lambda c: c.gain).nodes:
+            sides[id(node)] = FALLBACK
+        moved += 1
     assignment, part_sides = parts_of(graph, sides)
     costs = part_costs(graph, assignment, part_sides, target_info, fallback_info)
     return Placement(sides, assignment, part_sides, costs, unsupported, moved)
