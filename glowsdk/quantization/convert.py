@@ -28,12 +28,13 @@ import numpy as np
 
 from ..backends.base import Backend
 from ..errors import GlowError
-from ..graph.function import Function
+from ..graph.function import Function, Module
 from ..graph.node import Constant, Node, NodeValue
 from ..graph.nodes import elementwise as ew
 from ..graph.nodes import linalg, nn, quant, tensor
 from ..graph.table import KindTable
 from ..graph.types import ElemKind, Type
+from ..reference.registry import KERNELS
 from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params, weight_bounds, weight_params
 from .profile import Profile
 
@@ -45,6 +46,11 @@ COMPUTE = frozenset({"Conv", "MatMul", "Softmax", "GlobalAveragePool"})
 the quantizer only on a backend that keeps them unlowered, an integer device's classifier tail). The cheap
 kinds (element-wise, layout, pools) are quantized only when a user is too: alone they would only add
 conversions and rounding (the Sub of a lowered Softmax, feeding Exp, is the case in point)."""
+
+TABLE_KINDS = (ew.Sigmoid, ew.Tanh, ew.Erf, ew.Exp, ew.Gelu, ew.HardSigmoid, ew.HardSwish, ew.Silu)
+"""Unary kinds whose int8 form is one TableLookup: the function at the input's 256 codes, from the kind's reference
+kernel in float64 (quant.lookup_table). Converted only for a backend that runs tables (Quantizer.has_rule)."""
+_TABLE_KIND_NAMES = frozenset(k.spec.name for k in TABLE_KINDS)
 
 NON_FINITE = "NaN or infinite values"
 """Why a node whose constant operand, or profiled operand or result, holds NaN or infinities stays float: int8
@@ -114,6 +120,7 @@ class Quantizer:
         self._types: dict[str, Type | None] = {}
         self._profiled_as: dict[str, str] = {}  # a converted result's Dequantize -> the float value it replaced
         self._non_finite: set[str] = set()  # values seen holding NaN or infinities: int8 has neither
+        self._tables: bool | None = None  # whether the backend runs TableLookup (asked once)
 
     def activation_type(self, value: NodeValue) -> Type | None:
         """The int8 type the profile gives a float32 value (None without a profile entry)."""
@@ -209,16 +216,35 @@ class Quantizer:
     def add(self, kind: type[Node], *inputs: NodeValue | None, **attrs) -> NodeValue:
         return self.function.add(kind, *inputs, **attrs)
 
+    def has_rule(self, node: Node) -> bool:
+        """A rule for `node`'s kind, and for a table kind a backend that runs int8 tables: elsewhere (the cpu,
+        the interpreter) Tanh or Exp stay float, and so do their producers (no integer user)."""
+        if node.kind in _TABLE_KIND_NAMES:
+            return self._runs_tables()
+        return node.kind in RULES
+
+    def _runs_tables(self) -> bool:
+        """Whether the backend runs a TableLookup, asked once of a probe node in a scratch module."""
+        if self._tables is None:
+            module = Module()
+            probe = module.create_function("probe")
+            int8 = Type(ElemKind.QINT8, (1,), 1.0, 0)
+            x = module.create_placeholder("x", int8).result()
+            table = module.create_constant("table", np.zeros(quant.TABLE_SIZE, np.int8),
+                                           int8.with_shape((quant.TABLE_SIZE,))).result()
+            self._tables = self.backend.is_op_supported(probe.add(quant.TableLookup, x, table).node)
+        return self._tables
+
     def keeps_float(self, node: Node) -> bool:
         keep = self.config.keep_float
         return node.kind in keep or node.name in keep or node.name.split("/")[0] in keep
 
     def run(self) -> QuantizationReport:
         """Convert every node that can be; GlowError if the profile or --keep-float match nothing."""
-        kinds = sorted({n.kind for n in self.function.nodes if n.kind in RULES})
+        kinds = sorted({n.kind for n in self.function.nodes if self.has_rule(n)})
         used_keep: set[str] = set()
         for node in list(self.function.nodes):
-            if node.function is not self.function or node.kind not in RULES:
+            if node.function is not self.function or not self.has_rule(node):
                 continue
             if not any(v.type.elem is ElemKind.FLOAT32 for v in node.results):
                 continue
@@ -242,7 +268,7 @@ class Quantizer:
         return self.report
 
     def _quantizable(self, node: Node) -> bool:
-        return node.kind in RULES and not self.keeps_float(node)
+        return self.has_rule(node) and not self.keeps_float(node)
 
     def _convert(self, node: Node) -> None:
         before = set(map(id, self.function.nodes))
@@ -436,3 +462,26 @@ def _gather(q: Quantizer, node: Node) -> NodeValue | None:
     if type_ is None:
         return None
     return q.add(tensor.Gather, q.quantize(node.data, type_), node.indices, **node.attrs)
+
+
+@RULES.register(*TABLE_KINDS)
+def _table(q: Quantizer, node: Node) -> NodeValue | None:
+    """int8 in, int8 out through the table of the function at the input's 256 codes (quant.lookup_table). The
+    result's type is the profile's, or, where the profile saw only the lowered form (a backend keeps Gelu or
+    Sigmoid unlowered), the one covering the values the function takes at those codes."""
+    def f(x: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return np.asarray(KERNELS[node.kind](node, x), np.float64)
+
+    source = q.activation_type(node.input)
+    values = None if source is None else f(quant.code_values(source))
+    if values is None or not np.isfinite(values).all():
+        return None
+    result = q.activation_type(node.result())
+    if result is None:
+        result = Type(ElemKind.QINT8, node.type.shape,
+                      *choose_params(float(values.min()), float(values.max()), q.config.schema))
+        q.assume_type(node.result(), result)
+    table = quant.lookup_table(f, source, result)
+    constant = q.function.module.create_constant(f"{node.name}/table", table, result.with_shape((quant.TABLE_SIZE,)))
+    return q.add(quant.TableLookup, q.quantize(node.input, source), constant.result())

@@ -26,6 +26,7 @@ from .affine import AffineLayer, check_bias
 from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Requant, Rescale8
 from .grouped import grouped_layers
 from .lrn import LrnLayer
+from .lut import lut_layer
 from .tensors import DramPlanner, DramTensor, dense_strides
 from .support import quantized_form_ok
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
@@ -340,6 +341,9 @@ class LayerBuilder:
         length = trailing_length(node.input.type.shape, tuple(node.axes))
         table = self.add_constant(softmax_table(_scale(node.input), length))
         self.layers.append(Layer(node.name, node.kind, SoftmaxLayer(source, out, length, table)))
+
+    def _tablelookup(self, node: Node) -> None:
+        self.layers.append(Layer(node.name, node.kind, lut_layer(self, node)))
 
     # -- data movement -----------------------------------------------------------------------------------
     def _reshape(self, node: Node) -> None:

@@ -5,9 +5,11 @@ bias, 2-D, any groups: grouped.py) or a 2-D MatMul by a constant int8 matrix, wh
 Rescale to int8 (the MatMul possibly through one Add of a constant int32 bias row first); likewise a
 Mul of an int8 image by a constant per-channel vector (a standalone BatchNorm, through a per-channel
 int32 bias: affine.py). Softmax (over trailing dims) takes an int8 input to the fixed int8 type of
-probabilities; LRN keeps its int8 type (lrn.py). Everything else moves or combines int8 tensors of
-one quantized type per tensor (per-channel scales only on weights and accumulators). KEPT_UNLOWERED
-lists the kinds the NPU takes unlowered, for the quantizer to convert.
+probabilities; LRN keeps its int8 type (lrn.py); a TableLookup maps int8 to int8 through a constant
+table (lut.py), the int8 form of the unary functions the NPU keeps unlowered (Sigmoid, GELU...).
+Everything else moves or combines int8 tensors of one quantized type per tensor (per-channel scales
+only on weights and accumulators). KEPT_UNLOWERED lists the kinds the NPU takes unlowered, for the
+quantizer to convert.
 
 The device's limits (window fields, group and channel counts) are separate from the forms: LIMITS
 lists, per kind, what keeps a node off the NPU whatever its types, so `unsupported_reason` can say so;
@@ -250,8 +252,17 @@ def _lrn(node: Node) -> bool:
     return True
 
 
-KEPT_UNLOWERED: dict[str, Callable[[Node], bool]] = {"Softmax": softmax_form, "GlobalAveragePool": global_pool_form,
-                                                     "LRN": lrn_form}
+def any_form(node: Node) -> bool:
+    return True
+
+
+TABLE_KINDS = ("Sigmoid", "Gelu", "HardSigmoid", "HardSwish", "Silu")
+"""Unary kinds that lower to several primitives on other targets; the quantizer makes each one TableLookup (Tanh,
+Erf and Exp are primitives: no lowering to refuse)."""
+
+KEPT_UNLOWERED: dict[str, Callable[[Node], bool]] = {
+    "Softmax": softmax_form, "GlobalAveragePool": global_pool_form, "LRN": lrn_form, "TableLookup": any_form,
+    **{kind: any_form for kind in TABLE_KINDS}}
 """Kinds the NPU keeps unlowered in these forms, for the shared quantizer to convert to what its layers run."""
 
 
@@ -259,10 +270,15 @@ def _softmax(node: Node) -> bool:
     return _int8(node.input) and softmax_form(node)
 
 
+def _table_lookup(node: Node) -> bool:
+    return _int8(node.input) and _int8(node.result()) and _constant(node.table)
+
+
 QUANTIZED_FORMS: dict[str, Callable[[Node], bool]] = {
     "Conv": _conv, "MatMul": _matmul, "Mul": _mul, "Rescale": _rescale, "MaxPool": _pool, "AveragePool": _pool,
     "Max": _same_type, "Min": _same_type, "Reshape": _moves, "Transpose": _moves, "Concat": _moves,
-    "Slice": _moves, "Softmax": _softmax, "LRN": _lrn, "Quantize": _border, "Dequantize": _border,
+    "Slice": _moves, "Softmax": _softmax, "LRN": _lrn, "TableLookup": _table_lookup, "Quantize": _border,
+    "Dequantize": _border,
 }
 
 

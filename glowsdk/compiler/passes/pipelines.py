@@ -25,6 +25,7 @@ GRAPH_OPTIMIZATION = Pipeline("graph-optimization", [
     Entry("sink-transpose", "fixpoint", why="Transposes move below element-wise ops, then merge or cancel"),
     Entry("simplify-arithmetic", "fixpoint", why="x*1, x+0, x-0, x/1, -(-x), no-op Casts go"),
     Entry("canonicalize", "fixpoint", why="single-part and nested same-axis Concats flatten"),
+    Entry("fuse-activations", why="exported GELU, SiLU, HardSwish arithmetic becomes one unary node (one int8 table)"),
     Entry("fold-pad", why="explicit spatial Pads move into Conv/pool pads"),
     Entry("fold-batchnorm", why="needs Constant weights and statistics, so after fold-constants"),
     Entry("cse", why="the rewrites above can make nodes identical again"),

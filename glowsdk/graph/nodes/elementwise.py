@@ -147,6 +147,7 @@ Celu = unary("Celu", is_float, "max(0, x) + min(0, alpha * (e ** (x / alpha) - 1
 HardSigmoid = unary("HardSigmoid", is_float, "clamp(alpha * x + beta, 0, 1).",
                     [float_attr("alpha", 0.2), float_attr("beta", 0.5)])
 HardSwish = unary("HardSwish", is_float, "x * clamp(x / 6 + 1/2, 0, 1).")
+Silu = unary("Silu", is_float, "x * sigmoid(x) (SiLU, or Swish with beta 1; PyTorch exports it as Sigmoid and Mul).")
 Softplus = unary("Softplus", is_float, "log(1 + e ** x).")
 Softsign = unary("Softsign", is_float, "x / (1 + |x|).")
 Mish = unary("Mish", is_float, "x * tanh(softplus(x)).")

@@ -79,6 +79,28 @@ def softmax_table(scale: float, length: int) -> np.ndarray:
     return np.rint(np.ldexp(np.exp(-np.float64(np.float32(scale)) * steps), k)).astype(np.int64)
 
 
+TABLE_SIZE = 256
+"""An int8 lookup table has one entry per int8 code."""
+
+
+def code_values(type_: Type) -> np.ndarray:
+    """The real values of the 256 codes of a per-tensor int8q type, in float64 from its float32 scale: entry i is
+    (i - 128 - offset) * scale, the value of code i - 128."""
+    codes = np.arange(-128, 128, dtype=np.float64)
+    return (codes - type_.offset) * np.float64(np.float32(type_.scale))
+
+
+def lookup_table(f, source: Type, result: Type) -> np.ndarray:
+    """T[i] = clamp(round_half_even(f(x_i) / s_out) + z_out, -128, 127) for the codes' values x_i (`code_values`
+    of `source`), with f evaluated in float64 and s_out the result's float32 scale as float64: int8, the table
+    of TableLookup computing f from `source` to `result`. NaN results have no code: ValueError."""
+    y = np.asarray(f(code_values(source)), dtype=np.float64)
+    if not np.isfinite(y).all():
+        raise ValueError("the function is not finite on every code of the input type")
+    scaled = np.rint(y / np.float64(np.float32(result.scale)))
+    return np.clip(scaled + result.offset, -128, 127).astype(np.int8)
+
+
 def real_range(type_: Type) -> tuple[float, float]:
     """The smallest and largest real values a per-tensor quantized type represents."""
     low, high = integer_range(type_.elem)
@@ -232,3 +254,20 @@ IntegerConv = define_node(
         "int8/uint8 operands, as ONNX ConvInteger and the accumulator of QLinearConv. input_zero is "
         "one value; filter_zero is one value or one per output channel; bias is int32 per output "
         "channel. The sum is exact; results outside int32 are undefined, as in ONNX.")
+
+
+def _table_lookup_type(node: Node) -> Type:
+    x, table = node.input.type, node.table.type
+    for value, what in ((x, "input"), (table, "table")):
+        if value.elem is not ElemKind.QINT8 or value.per_channel:
+            raise node.fail(f"{what} must be per-tensor int8q, got {value}")
+    if table.shape != (TABLE_SIZE,):
+        raise node.fail(f"table must hold {TABLE_SIZE} entries, got {table}")
+    return table.with_shape(x.shape)
+
+
+TableLookup = define_node(
+    "TableLookup", "input table", infer=_table_lookup_type, family=FAMILY,
+    doc="A unary function of an int8 tensor as a table of its 256 codes: q' = table[q + 128]. The result has "
+        "the table's type (its scale and offset) at the input's shape. The quantizer builds the table of a float "
+        "unary node (Sigmoid, Tanh, Gelu...) with `lookup_table`; the NPU runs it as LUT, a host as a Gather.")

@@ -32,6 +32,7 @@ _UNARY = {
     ew.Relu: lambda x: np.maximum(x, 0).astype(x.dtype),
     ew.Sigmoid: lambda x: 1.0 / (1.0 + np.exp(-x.astype(np.float64))),
     ew.HardSwish: lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0),
+    ew.Silu: lambda x: x / (1.0 + np.exp(-x.astype(np.float64))),
     ew.Softplus: lambda x: np.logaddexp(0.0, x.astype(np.float64)),
     ew.Softsign: lambda x: x / (1.0 + np.abs(x)),
     ew.Mish: lambda x: x * np.tanh(np.logaddexp(0.0, x.astype(np.float64))),

@@ -46,6 +46,11 @@ def _rescale(node, q):
     return saturate(scaled + out.offsets, out)
 
 
+@kernel(quant.TableLookup)
+def _table_lookup(node, q, table):
+    return table[q.astype(np.int64) + 128]
+
+
 @kernel(quant.Reinterpret)
 def _reinterpret(node, q):
     return q

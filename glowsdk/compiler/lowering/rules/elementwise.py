@@ -309,6 +309,14 @@ def _sigmoid(b: Lowerer, node: Node) -> NodeValue:
     return cast_to(b, b.add(ew.Div, one, b.add(ew.Add, one, b.add(ew.Exp, _negate(b, w)))), x.type.elem)
 
 
+@lowers(ew.Silu)
+def _silu(b: Lowerer, node: Node) -> NodeValue:
+    """x times the lowered Sigmoid of x: that rule's error, then one rounding of the product."""
+    # silu(x) -> x * sigmoid(x)
+    x = node.input
+    return b.add(ew.Mul, x, b.add(ew.Sigmoid, x))
+
+
 @lowers(ew.Gelu)
 def _gelu(b: Lowerer, node: Node) -> NodeValue:
     """Computed in float32 for half kinds (the reference: float64, rounded once).
