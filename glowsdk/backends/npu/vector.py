@@ -4,7 +4,8 @@ Element-wise layers stream flat chunks of tensors that share one layout (NHWC or
 the chunks line up element for element. Same-type Add is `saturate(a + b - zp)`: VADD into the
 accumulator (exact in int32), then VSUBI back to int8, which saturates. A Rescale from int8 subtracts
 the input zero point into the accumulator and REQUANTs with the output's. Pooling tiles over output
-rows (and channels when a row is too wide), each tile's window padding set by its own CONFIG_POOL.
+rows (and channels when a row is too wide), each tile's window padding set by its own CONFIG_POOL; a
+scratchpad slot's input and output buffers sit at fixed offsets, whatever the tile's padding.
 """
 from __future__ import annotations
 
@@ -117,6 +118,10 @@ class PoolLayer:
         if (((rows - 1) * sh + kh) * self.width + rows * self.out_width) * c > budget:
             raise UnsupportedError(f"a {kh}x{kw} pool over {self.width}-pixel rows does not fit the scratchpad")
         src, dst = self.source, self.result
+        # A slot holds the input rows of the tallest tile, then the output: the same offsets for every tile,
+        # so the next load into the slot (which waits only for the POOL) never reaches the output that the
+        # slot's STORE may still be reading.
+        in_bytes = min((rows - 1) * sh + kh, self.height) * self.width * c
         tiles = []
         for b in range(src.batch):
             for oy0 in range(0, self.out_height, rows):
@@ -126,8 +131,8 @@ class PoolLayer:
                 y0, y1 = max(first, 0), min(last, self.height - 1)
                 for c0 in range(0, self.channels, c):
                     n = min(c, self.channels - c0)
-                    sram = (len(tiles) % 2) * (budget * 2 // 2)
-                    out = sram + (y1 - y0 + 1) * self.width * n
+                    sram = (len(tiles) % 2) * budget
+                    out = sram + in_bytes
                     loads: list[Spec] = [
                         ("CONFIG_LOAD", dict(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
                                              elem_bytes=n)),
