@@ -200,6 +200,12 @@ def build(name: str) -> tuple[nn.Module, torch.Tensor, str, str, torch.onnx.Trai
         randomize_layernorm(model)
         example = torch.randint(0, 100, (1, 16), dtype=torch.int64)
         return model, example, "tokens", "logits", torch.onnx.TrainingMode.EVAL
+    if name == "encoder_layer":
+        # one wider layer: large enough that the NPU's matrix products pay for their transfers
+        model = TransformerEncoderModel(seq=64, d_model=192, layers=1)
+        randomize_layernorm(model)
+        example = torch.randint(0, 100, (1, 64), dtype=torch.int64)
+        return model, example, "tokens", "logits", torch.onnx.TrainingMode.EVAL
     if name == "lstm":
         model = LstmModel()
         example = torch.randn(20, 1, 32)
@@ -211,7 +217,7 @@ def build(name: str) -> tuple[nn.Module, torch.Tensor, str, str, torch.onnx.Trai
     raise KeyError(name)
 
 
-MODELS = ("mobilenet_v2_mini", "transformer_encoder", "lstm", "unet_small")
+MODELS = ("mobilenet_v2_mini", "transformer_encoder", "lstm", "unet_small", "encoder_layer")
 
 
 def export(name: str) -> onnx.ModelProto:

@@ -6,6 +6,7 @@ scripts/export_test_models.py writes the models (torch is needed only to regener
     transformer_encoder  tokens int64 [1,16] (vocab 100) -> logits [1,16,10]
     lstm                 sequence float32 [20,1,32]     -> logits [1,10]
     unet_small           image float32 [1,3,32,32]      -> mask [1,2,32,32]
+    encoder_layer        tokens int64 [1,64] (vocab 100) -> logits [1,64,10]
 """
 from __future__ import annotations
 
@@ -16,14 +17,16 @@ import onnx
 
 MODELS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "models")
 EXPORTED_MODELS = ("mobilenet_v2_mini", "transformer_encoder", "lstm", "unet_small")
+ENCODER_LAYER = "encoder_layer"
+"""One wider transformer encoder layer (d_model 192, 64 tokens): the NPU partition-count case."""
 
 # Integer inputs are token ids: drawn in [0, vocabulary size) so that every Gather is in range.
-TOKEN_RANGES = {("transformer_encoder", "tokens"): 100}
+TOKEN_RANGES = {("transformer_encoder", "tokens"): 100, (ENCODER_LAYER, "tokens"): 100}
 
 
 def exported_model(name: str) -> str:
     """The path of the exported model `name` (one of EXPORTED_MODELS)."""
-    if name not in EXPORTED_MODELS:
+    if name not in (*EXPORTED_MODELS, ENCODER_LAYER):
         raise KeyError(f"no exported model '{name}' (have: {', '.join(EXPORTED_MODELS)})")
     return os.path.join(MODELS_DIR, f"{name}.onnx")
 

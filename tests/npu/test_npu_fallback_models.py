@@ -27,12 +27,13 @@ from glowsdk.graph.types import ElemKind, Type
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.quantization.convert import NON_FINITE
 from glowsdk.reference.evaluator import evaluate
+from sim.binding import run_binary
 
 from npu_nets import NetBuilder
 
 # tests/exported_models.py sits one folder up, which pytest puts on the path only for the tests there
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from exported_models import EXPORTED_MODELS, exported_model, model_inputs  # noqa: E402
+from exported_models import ENCODER_LAYER, EXPORTED_MODELS, exported_model, model_inputs  # noqa: E402
 
 
 def _quantization(network) -> QuantizationConfig:
@@ -50,6 +51,26 @@ def test_exported_model_runs_on_the_npu_with_fallback_bit_exact(name):
     assert want.keys() == got.keys()
     for output, value in want.items():
         np.testing.assert_array_equal(got[output], value)
+    _every_binary_race_free(compiled.compiled)
+
+
+def _every_binary_race_free(compiled) -> None:
+    """Each NPU partition's binary once under checked simulation (a race raises)."""
+    for part in compiled.device_partitions():
+        run = run_binary(part.compiled.binary, part.compiled.config, {}, checked=True)
+        assert run.result.checked
+
+
+def test_a_transformer_encoder_layer_runs_in_at_most_three_npu_partitions():
+    network = glowsdk.load(exported_model(ENCODER_LAYER))
+    compiled = glowsdk.compile(network, "npu", quantization=_quantization(network))
+    npu_parts = [p for p in compiled.compiled.partitions if p.backend == "npu"]
+    assert 1 <= len(npu_parts) <= 3, compiled.compiled.describe()
+    assert compiled.compiled.target_macs >= 0.8 * compiled.compiled.total_macs
+    feeds = model_inputs(ENCODER_LAYER, seed=1)
+    want = evaluate(compiled.compiled.function, feeds)
+    np.testing.assert_array_equal(compiled.run(feeds)["logits"], want["logits"])
+    _every_binary_race_free(compiled.compiled)
 
 
 def _int8_softmax(shape: tuple[int, ...], axes: tuple[int, ...]):
