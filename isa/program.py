@@ -6,9 +6,12 @@ exact bounds of every region an instruction reads or writes (`extents`), which
 lets a loader reject a binary whose instructions leave the SRAMs, DRAM or the
 memory plan, and `check_program` the whole-program rules (one END, last;
 semaphores the machine has; regions inside memories; static faults).
+`semaphore_protocol` pairs every wait with the signals whose tokens it takes,
+by program order and counts: the happens-before the program declares.
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -216,3 +219,66 @@ def check_program(program: list[Instr], config: ArchConfig) -> None:
                 size = sizes[extent.memory] * (4 if extent.memory == "acc" else 1)
                 raise ProgramError(f"{_where(index, instr)}: {extent}, beyond the {format_size(size)} "
                                    f"{extent.memory} of architecture '{config.name}'", index)
+
+
+@dataclass(frozen=True)
+class SemaphoreProtocol:
+    """How a program's semaphores pair signals with waits, each counter handing out its tokens in program
+    order: the k-th wait on a semaphore takes the tokens after those of the waits before it.
+
+    The pairing is what the program means; it is what every run does when the semaphore's signals cannot
+    overtake one another and its waits cannot either, which `follows` and `previous_wait` state.
+    """
+
+    consumes: dict[int, tuple[int, ...]]
+    """wait instruction -> the signalling instructions whose tokens it takes"""
+    follows: dict[int, tuple[int, ...]]
+    """signalling instruction -> per other engine, the latest earlier signal of the semaphore it must come
+    after: were it first, a wait given that signal's tokens could take its tokens instead"""
+    previous_wait: dict[int, int]
+    """wait instruction -> the wait before it on its semaphore, when another engine makes that one"""
+
+
+def semaphore_protocol(program: list[Instr]) -> SemaphoreProtocol:
+    """Pair waits and signals per semaphore by program order and counts (tokens no wait takes stay unpaired)."""
+    engines = [instr.spec.engine for instr in program]
+    signals: dict[int, list[tuple[int, int]]] = {}  # semaphore -> (instruction, count) in program order
+    waits: dict[int, list[tuple[int, int]]] = {}
+    for index, instr in enumerate(program):
+        wait_sem, wait_count, signal_sem, signal_count = instr.values[-4:]  # the sync fields come last
+        if wait_count:
+            waits.setdefault(wait_sem, []).append((index, wait_count))
+        if signal_count:
+            signals.setdefault(signal_sem, []).append((index, signal_count))
+    consumes: dict[int, tuple[int, ...]] = {}
+    follows: dict[int, tuple[int, ...]] = {}
+    previous_wait: dict[int, int] = {}
+    for sem in signals.keys() | waits.keys():
+        waiting = waits.get(sem, [])
+        ends, total = [], 0  # ends[k]: the tokens waits 0..k take
+        for _, count in waiting:
+            total += count
+            ends.append(total)
+        taken: list[list[int]] = [[] for _ in waiting]
+        latest: dict[Engine, tuple[list[int], list[int]]] = {}  # engine -> (first waits, signals) so far
+        start = 0
+        for index, count in signals.get(sem, []):
+            stop = start + count
+            first, last = bisect_right(ends, start), bisect_right(ends, stop - 1)
+            for k in range(first, min(last + 1, len(waiting))):
+                taken[k].append(index)
+            # The latest earlier signal of each other engine that feeds a wait before this signal's last.
+            engine = engines[index]
+            follows[index] = tuple(earlier[bisect_left(firsts, last) - 1] for other, (firsts, earlier) in latest.items()
+                                   if other is not engine and bisect_left(firsts, last))
+            firsts, earlier = latest.setdefault(engine, ([], []))
+            firsts.append(first)
+            earlier.append(index)
+            start = stop
+        consumes.update((index, tuple(t)) for (index, _), t in zip(waiting, taken))
+        # Two waits on other engines could swap, unless one signal's tokens serve both (either order, same pairing).
+        for (before, _), (index, _) in zip(waiting, waiting[1:]):
+            if engines[before] is not engines[index] and (len(consumes[index]) != 1
+                                                          or consumes[index] != consumes[before]):
+                previous_wait[index] = before
+    return SemaphoreProtocol(consumes, follows, previous_wait)

@@ -2,8 +2,10 @@
 
 The dispatcher fetches one instruction per cycle in program order into its engine's bounded
 queue (stalling while it is full) and runs NOP and END itself. Each engine takes its queue's head,
-waits for its semaphore, executes it (functionally, at once, then holds the engine for the
-instruction's cycles; LOAD and STORE for their DRAM requests) and signals. Every cycle of every
+waits for its semaphore, executes it and signals: the instruction reads its sources as it starts,
+holds the engine for its cycles (LOAD and STORE for their DRAM requests), and its results land in
+the memories as it completes, just before its signal, so a consumer that does not wait for them
+reads what was there before. Every cycle of every
 unit is accounted as busy, stalled for a reason, or idle. When no event is left but instructions
 are, the machine is deadlocked; the error says what each unit waits for.
 """
@@ -22,7 +24,7 @@ from .errors import DeadlockError, Fault, SimError, describe
 from .memory import Memories
 from .occupancy import Occupancy, Usage
 from .races import RaceChecker
-from .semantics import Datapath, ExecutionFault
+from .semantics import Datapath, ExecutionFault, Write
 from .steps import ENGINES, Step
 from .sync import InstrQueue, Semaphores
 
@@ -62,7 +64,7 @@ class Machine:
         self.ideal_dram = ideal_dram
         self.env = simpy.Environment()
         self.queues = {engine: InstrQueue(self.env, config.queue_depth) for engine in ENGINES}
-        self.semaphores = Semaphores(self.env, config.semaphores, checked)
+        self.semaphores = Semaphores(self.env, config.semaphores)
         self.dram = Dram(config)
         self.datapath = Datapath(memories)
         self.races = RaceChecker(steps) if checked else None
@@ -72,6 +74,8 @@ class Machine:
         self.start = np.full(len(steps), -1, np.int64)
         self.end = np.full(len(steps), -1, np.int64)
         self.waiting: dict[Engine, tuple[str, Step] | None] = dict.fromkeys(self.units)
+        self.pending: dict[Engine, list[Write]] = {engine: [] for engine in ENGINES}
+        """The writes of each engine's instruction in flight, committed when it completes."""
         self.completed = 0
 
     def run(self) -> Timeline:
@@ -98,24 +102,23 @@ class Machine:
         if step.problem:
             raise self._fault(step, step.problem)
         sem, count = step.wait
-        if not count:
-            return
-        event, clock = self.semaphores.acquire(sem, count)
+        event = self.semaphores.acquire(sem, count) if count else None
         if event is not None:
             self.waiting[unit] = ("semaphore", step)
             began = self.env.now
-            clock = yield event
+            yield event
             self.units[unit].stalls["semaphore"] += self.env.now - began
             self.waiting[unit] = None
         if self.races:
-            self.races.observe(unit, clock)
+            self.races.enter(step, int(self.env.now), self.dispatch_clocks.pop(step.index, None))
 
-    def _signal(self, unit: Engine, step: Step) -> None:
+    def _signal(self, step: Step) -> None:
         sem, count = step.signal
         if count:
-            clock = self.races.clock(unit) if self.races else None
+            if self.races:
+                self.races.signal(step, int(self.env.now))
             try:
-                self.semaphores.release(sem, count, clock)
+                self.semaphores.release(sem, count)
             except ExecutionFault as err:
                 raise self._fault(step, str(err)) from None
 
@@ -163,7 +166,7 @@ class Machine:
             self._finish(engine, step)
 
     def _begin(self, engine: Engine, step: Step) -> None:
-        """Checks, then the instruction's effect on the memories, as it starts."""
+        """Checks, then the instruction reads its sources as it starts; its writes wait for its completion."""
         now = int(self.env.now)
         self.start[step.index] = now
         for extent in step.extents:
@@ -171,21 +174,24 @@ class Machine:
             if problem:
                 raise self._fault(step, problem)
         if self.races:
-            self.races.observe(engine, self.dispatch_clocks.pop(step.index))
             self.races.start(step, now)
         try:
-            step.semantics(self.datapath, step.instr, step.registers)
+            self.pending[engine] = step.semantics(self.datapath, step.instr, step.registers)
         except ExecutionFault as err:
             raise self._fault(step, str(err)) from None
         self.occupancy.write(step.extents, now)
 
     def _finish(self, unit: Engine, step: Step) -> None:
+        """The instruction's results land, then it signals."""
+        if unit is not Engine.CONTROL:
+            for write in self.pending[unit]:
+                write.commit()
         self.end[step.index] = self.env.now
         self.units[unit].instructions += 1
         if unit is Engine.CONTROL:
             self.units[unit].busy += 1  # NOP and END take their cycle in the dispatcher
         self.completed += 1
-        self._signal(unit, step)
+        self._signal(step)
 
     def _transfer(self, step: Step, stats: UnitStats):
         """A LOAD's or STORE's DRAM requests, committed to the shared controller a window at a time."""

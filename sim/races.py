@@ -1,23 +1,28 @@
-"""Checked mode's race detector: vector clocks carried by semaphores, extents kept per engine.
+"""Checked mode's race detector: vector clocks along the program's semaphore protocol, extents per engine.
 
-Two instructions on different engines are ordered only through semaphores: the producer signals
-when it completes, the consumer waits before it starts (and the dispatcher's NOP/END waits order
-every instruction dispatched after them). Each unit keeps a vector clock; a signal deposits the
-signaller's clock with its tokens, a wait joins the clocks of the tokens it takes (oldest first),
-and a dispatched instruction carries the dispatcher's clock. An instruction of engine E at
-epoch e of engine F "happened before" the current one on E when E's clock has seen F's epoch e.
+Two instructions on different units are ordered only through semaphores: the producer signals when
+it completes, the consumer waits before it starts (and the dispatcher's NOP/END waits order every
+instruction dispatched after them). Which signals a wait consumes is not taken from the order in
+which tokens happened to arrive, but from the program (`isa.program.semaphore_protocol`): each
+semaphore hands out its tokens in program order, so the k-th wait takes the tokens after those of
+the waits before it. Each unit keeps a vector clock, counting its instructions in its own slot; a
+signal keeps the signaller's clock, a wait joins the clocks of the signals the protocol gives it,
+and a dispatched instruction carries the dispatcher's clock. These clocks depend on the program
+alone, never on the timing, so neither does the verdict.
 
-Each engine's accesses (`isa.program.extents`: DRAM, scratchpad and accumulator ranges, read or
-written) are kept, with their epochs, while some other engine still has not seen them; that
-covers every instruction still in flight and every completed one not yet ordered. When an
-instruction starts, it is checked against the other engines' kept accesses it has not seen: an
-overlap where either side writes is a race, whatever the timing happened to be.
+The pairing holds in every run only if no signal can overtake an earlier one whose tokens an
+earlier wait needs, and no wait can overtake the one before it on another unit; both are checked
+with the same clocks (a signal, or a wait, not ordered after the one it must follow is a race on
+the semaphore). Each engine's accesses (`isa.program.extents`: DRAM, scratchpad and accumulator
+ranges, read or written) are kept, with their epochs, while some other engine still has not seen
+them. When an instruction starts it is checked against the other engines' kept accesses it has not
+seen: an overlap where either side writes is a race, whatever the timing happened to be.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from isa.program import Extent
+from isa.program import Extent, semaphore_protocol
 from isa.schema import Engine
 
 from .errors import RaceError, describe
@@ -87,27 +92,65 @@ class _Accesses:
 
 
 class RaceChecker:
-    """Vector clocks of every unit and the kept accesses of every engine."""
+    """Vector clocks of every unit, the clock each signal left, and the kept accesses of every engine."""
 
     def __init__(self, steps: list[Step]) -> None:
         self.steps = steps
+        self.protocol = semaphore_protocol([s.instr for s in steps])
+        self.epochs = [0] * len(steps)
+        """Each instruction's position on its unit, from 1: the value of its unit's own slot once it starts."""
+        counts = dict.fromkeys(UNITS, 0)
+        for step in steps:
+            counts[step.engine] += 1
+            self.epochs[step.index] = counts[step.engine]
         self.clocks: dict[Engine, Clock] = {unit: [0] * len(UNITS) for unit in UNITS}
+        self.signalled: dict[int, Clock] = {}
+        """signalling instruction -> its unit's clock when it signalled"""
         self.accesses = {engine: _Accesses() for engine in ENGINES}
         self.remaining = {engine: sum(1 for s in steps if s.engine is engine) for engine in ENGINES}
 
     def clock(self, unit: Engine) -> Clock:
-        """A unit's clock as of now: what its signals carry and what the dispatcher hands on."""
+        """A unit's clock as of now: what the dispatcher hands on with each instruction."""
         return list(self.clocks[unit])
 
-    def observe(self, unit: Engine, clock: Clock) -> None:
-        """`unit` has waited for (or been dispatched after) everything `clock` has seen."""
-        self.clocks[unit] = join(self.clocks[unit], clock)
+    def _seen(self, clock: Clock, step: Step) -> bool:
+        """Whether `clock` has seen `step` (a unit sees all its own earlier instructions)."""
+        return clock[_SLOT[step.engine]] >= self.epochs[step.index]
+
+    def enter(self, step: Step, cycle: int, dispatched: Clock | None = None) -> None:
+        """`step` has passed its wait: join what it was dispatched after and the signals the protocol gives its
+        wait, and count it on its unit."""
+        unit = step.engine
+        own = join(self.clocks[unit], dispatched) if dispatched else list(self.clocks[unit])
+        for signal in self.protocol.consumes.get(step.index, ()):
+            theirs = self.signalled.get(signal)
+            if theirs is None:  # the checks at each signal make this unreachable; kept as the last word
+                raise self._semaphore_race(step, self.steps[signal], cycle, "went ahead before")
+            own = join(own, theirs)
+        own[_SLOT[unit]] = self.epochs[step.index]
+        self.clocks[unit] = own
+        before = self.protocol.previous_wait.get(step.index)
+        if before is not None and not self._seen(own, self.steps[before]):
+            raise self._semaphore_race(step, self.steps[before], cycle, "can overtake the wait of")
+
+    def signal(self, step: Step, cycle: int) -> None:
+        """`step` signals: keep its clock; it must follow every earlier signal whose tokens it could take over."""
+        own = self.clocks[step.engine]
+        for earlier in self.protocol.follows.get(step.index, ()):
+            if not self._seen(own, self.steps[earlier]):
+                raise self._semaphore_race(step, self.steps[earlier], cycle, "can overtake the signal of")
+        self.signalled[step.index] = own
+
+    def _semaphore_race(self, step: Step, other: Step, cycle: int, how: str) -> RaceError:
+        sem = step.signal[0] if how.endswith("signal of") else step.wait[0]
+        return RaceError(f"race at cycle {cycle}: {describe(step.index, step.mnemonic, step.layer)} on s{sem} {how} "
+                         f"{describe(other.index, other.mnemonic, other.layer)}, with no semaphore ordering them, so "
+                         f"which tokens a wait takes depends on timing", step.index, cycle)
 
     def start(self, step: Step, cycle: int) -> None:
-        """Check `step` against every access its engine has not seen, then keep its own accesses."""
+        """Check `step` (entered) against every access its engine has not seen, then keep its own accesses."""
         engine = step.engine
         own = self.clocks[engine]
-        own[_SLOT[engine]] += 1
         for other in ENGINES:
             if other is engine:
                 continue

@@ -1,14 +1,18 @@
 """What each instruction does to the memories: the ISA reference's integer semantics, vectorised.
 
 One function per row (or family) of the ISA table, registered in `SEMANTICS` and checked at import
-to cover the table. Each reads all its sources into fresh arrays before writing its destination, as
-the ISA requires, and works on whole tensors (strided views, BLAS, reductions), never per element.
+to cover the table. Each reads all its sources into fresh arrays and returns its results as `Write`s
+rather than storing them: the machine reads when the instruction starts and commits the writes when
+it completes (`sim.machine`), so an instruction that overlaps an unordered writer sees stale data,
+as hardware would. Each works on whole tensors (strided views, BLAS, reductions), never per element.
 The rounding and saturation rules come from `isa.numerics`, the one definition the rest of glowsdk
 shares. Configuration instructions have no effect here: the registers each instruction executes
 with are known statically (`isa.program.with_registers`); only LUT_LOAD reads memory.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from types import EllipsisType
 from typing import Callable
 
 import numpy as np
@@ -37,7 +41,25 @@ class Datapath:
         self.lut = (np.arange(256) - 128).astype(np.int8)
 
 
-Semantics = Callable[[Datapath, Instr, Registers], None]
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Results an instruction stores when it completes: `target[key] = values` (`values` a fresh array)."""
+
+    target: np.ndarray
+    key: slice | np.ndarray | EllipsisType
+    values: np.ndarray
+
+    def commit(self) -> None:
+        self.target[self.key] = self.values
+
+
+def _to(target: np.ndarray, start: int, values: np.ndarray) -> list[Write]:
+    """One write of `values` (flattened) at element `start` of a memory."""
+    values = values.ravel()
+    return [Write(target, slice(start, start + values.size), values)]
+
+
+Semantics = Callable[[Datapath, Instr, Registers], list[Write]]
 
 
 def _strided(base: np.ndarray, start: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
@@ -46,13 +68,14 @@ def _strided(base: np.ndarray, start: int, shape: tuple[int, ...], strides: tupl
     return as_strided(view, shape, tuple(s * base.itemsize for s in strides), writeable=False)
 
 
-def _load(dp: Datapath, i: Instr, r: Registers) -> None:
+def _load(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     e = r["elem_bytes"]
     box = _strided(dp.mem.dram, i.dram, (i.planes, i.rows, i.cols, e),
                    (r["plane_stride"], r["row_stride"], r["col_stride"], 1))
     pads = r["pad_top"], r["pad_bottom"], r["pad_left"], r["pad_right"]
+    # Copied now: the LOAD reads DRAM as it starts, whatever is stored there before it completes.
     if i.space == "acc":
-        box = np.ascontiguousarray(box).view("<i4")
+        box = box.copy().view("<i4")
         dtype, lanes = np.int32, e // 4
     else:
         box = box.view(np.int8)
@@ -62,8 +85,8 @@ def _load(dp: Datapath, i: Instr, r: Registers) -> None:
         image = np.full((i.planes, top + i.rows + bottom, left + i.cols + right, lanes), r["pad_value"], dtype)
         image[:, top:top + i.rows, left:left + i.cols] = box
     else:
-        image = box
-    dp.mem.sram(i.space)[i.sram:i.sram + image.size] = image.ravel()
+        image = box if i.space == "acc" else box.copy()
+    return _to(dp.mem.sram(i.space), i.sram, image)
 
 
 def _disjoint(counts_strides: list[tuple[int, int]], elem: int) -> bool:
@@ -76,26 +99,25 @@ def _disjoint(counts_strides: list[tuple[int, int]], elem: int) -> bool:
     return True
 
 
-def _store(dp: Datapath, i: Instr, r: Registers) -> None:
+def _store(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     e = r["elem_bytes"]
     count = i.planes * i.rows * i.cols * e
     if i.space == "acc":
         image = dp.mem.acc[i.sram:i.sram + count // 4].astype("<i4").view(np.uint8)
     else:
-        image = dp.mem.spad[i.sram:i.sram + count].view(np.uint8)
+        image = dp.mem.spad[i.sram:i.sram + count].view(np.uint8).copy()
     dims = [(i.planes, r["plane_stride"]), (i.rows, r["row_stride"]), (i.cols, r["col_stride"])]
     image = image.reshape(i.planes, i.rows, i.cols, e)
     if _disjoint(dims, e):
         view = as_strided(dp.mem.dram[i.dram:], (i.planes, i.rows, i.cols, e), (*(s for _, s in dims), 1))
-        view[...] = image
-        return
+        return [Write(view, Ellipsis, image)]
     # Overlapping destinations: the element later in (p, r, c) order wins.
     address = np.zeros(1, np.int64)
     for n, stride in (*dims, (e, 1)):
         address = (address[:, None] + np.arange(n, dtype=np.int64) * stride).ravel()
     last_first = address[::-1]
     unique, at = np.unique(last_first, return_index=True)
-    dp.mem.dram[i.dram + unique] = image.ravel()[::-1][at]
+    return [Write(dp.mem.dram, i.dram + unique, image.ravel()[::-1][at])]
 
 
 def _im2col(dp: Datapath, i: Instr, r: Registers) -> np.ndarray:
@@ -115,33 +137,32 @@ def _im2col(dp: Datapath, i: Instr, r: Registers) -> np.ndarray:
     return np.concatenate([p.reshape(-1, i.k) for p in parts])
 
 
-def _matmul(dp: Datapath, i: Instr, r: Registers) -> None:
+def _matmul(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     spad = dp.mem.spad
     a = _im2col(dp, i, r) if r["im2col"] else spad[i.inp:i.inp + i.rows * i.k].reshape(i.rows, i.k)
     b = spad[i.wgt:i.wgt + i.k * i.n].reshape(i.k, i.n)
     # int8 products summed over K <= 8191 stay below 2^27: exact in float64 (and in float32 up to K = 1024).
     exact = np.float32 if i.k <= EXACT_FLOAT32_K else np.float64
     total = (a.astype(exact) @ b.astype(exact)).astype(np.int64)
-    out = dp.mem.acc[i.acc:i.acc + i.rows * i.n]
     if i.acc_mode:
-        total += out.reshape(i.rows, i.n)
-    out[...] = numerics.wrap32(total).ravel()
+        total += dp.mem.acc[i.acc:i.acc + i.rows * i.n].reshape(i.rows, i.n)
+    return _to(dp.mem.acc, i.acc, numerics.wrap32(total))
 
 
-def _binary(dp: Datapath, i: Instr, r: Registers) -> None:
+def _binary(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     size = i.rows * i.cols
     a = dp.mem.read(i.src1_space, i.src1, size).reshape(i.rows, i.cols)
     b = dp.mem.read(i.src2_space, i.src2, i.cols if i.bcast else size)
     result = numerics.binary(i.mnemonic[1:], a, b.reshape(-1, i.cols), i.dst_space)
-    dp.mem.sram(i.dst_space)[i.dst:i.dst + size] = result.ravel()
+    return _to(dp.mem.sram(i.dst_space), i.dst, result)
 
 
-def _immediate(dp: Datapath, i: Instr, r: Registers) -> None:
+def _immediate(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     a = dp.mem.read(i.src_space, i.src, i.count)
-    dp.mem.sram(i.dst_space)[i.dst:i.dst + i.count] = numerics.binary(i.mnemonic[1:-1], a, i.imm, i.dst_space)
+    return _to(dp.mem.sram(i.dst_space), i.dst, numerics.binary(i.mnemonic[1:-1], a, i.imm, i.dst_space))
 
 
-def _requant(dp: Datapath, i: Instr, r: Registers) -> None:
+def _requant(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     x = dp.mem.read("acc", i.src, i.rows * i.cols).reshape(i.rows, i.cols).astype(np.int64)
     if r["bias_row"]:
         x = x + dp.mem.read("acc", r["bias"], i.cols).astype(np.int64)
@@ -157,25 +178,25 @@ def _requant(dp: Datapath, i: Instr, r: Registers) -> None:
             raise ExecutionFault(f"per-channel requantize entry {c} at spad {r['table'] + 8 * c:#x} has multiplier "
                                  f"{multiplier[c]} and shift {shift[c]} (need >= 0 and -31..31)")
     q = numerics.requantize(x, multiplier, shift, r["zero_point"], r["clamp_lo"], r["clamp_hi"])
-    dp.mem.spad[i.dst:i.dst + q.size] = q.ravel()
+    return _to(dp.mem.spad, i.dst, q)
 
 
-def _clamp(dp: Datapath, i: Instr, r: Registers) -> None:
+def _clamp(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     x = dp.mem.read(i.src_space, i.src, i.count)
-    dp.mem.sram(i.dst_space)[i.dst:i.dst + i.count] = numerics.saturate(np.clip(x, r["lo"], r["hi"]), i.dst_space)
+    return _to(dp.mem.sram(i.dst_space), i.dst, numerics.saturate(np.clip(x, r["lo"], r["hi"]), i.dst_space))
 
 
-def _lut_load(dp: Datapath, i: Instr, r: Registers) -> None:
-    dp.lut = dp.mem.spad[i.src:i.src + LUT_BYTES].copy()
+def _lut_load(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
+    return _to(dp.lut, 0, dp.mem.spad[i.src:i.src + LUT_BYTES].copy())
 
 
-def _lut32(dp: Datapath, i: Instr, r: Registers) -> None:
+def _lut32(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     index = np.clip(dp.mem.read("acc", i.src, i.count).astype(np.int64) + i.base, 0, 255)
     table = np.ascontiguousarray(dp.mem.spad[i.table:i.table + WIDE_LUT_BYTES]).view("<i4")
-    dp.mem.acc[i.dst:i.dst + i.count] = table[index]
+    return _to(dp.mem.acc, i.dst, table[index])
 
 
-def _divide(dp: Datapath, i: Instr, r: Registers) -> None:
+def _divide(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     size = i.rows * i.cols
     a = dp.mem.read(i.src1_space, i.src1, size).reshape(i.rows, i.cols)
     b = dp.mem.read(i.src2_space, i.src2, i.cols if i.bcast else size).reshape(-1, i.cols)
@@ -184,15 +205,15 @@ def _divide(dp: Datapath, i: Instr, r: Registers) -> None:
         raise ExecutionFault(f"VDIV: divisor element {int(zero[0])} (at {i.src2_space} {i.src2 + int(zero[0]):#x}) "
                              f"is zero")
     q = numerics.divide_rounded(a, b, i.shift)
-    dp.mem.sram(i.dst_space)[i.dst:i.dst + size] = numerics.saturate(q, i.dst_space).ravel()
+    return _to(dp.mem.sram(i.dst_space), i.dst, numerics.saturate(q, i.dst_space))
 
 
-def _lut(dp: Datapath, i: Instr, r: Registers) -> None:
+def _lut(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     x = dp.mem.read("spad", i.src, i.count)
-    dp.mem.spad[i.dst:i.dst + i.count] = dp.lut[x + 128]
+    return _to(dp.mem.spad, i.dst, dp.lut[x + 128])
 
 
-def _pool(dp: Datapath, i: Instr, r: Registers) -> None:
+def _pool(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     oh, ow = pool_output(i, r)
     h, w, c = i.height, i.width, i.channels
     top, left = r["pad_top"], r["pad_left"]
@@ -218,23 +239,24 @@ def _pool(dp: Datapath, i: Instr, r: Registers) -> None:
                                 *inside.strides), writeable=False)
             count = cells.sum(axis=(2, 3))[..., None]
         result = numerics.rounded_average(total, count)
-    dp.mem.spad[i.dst:i.dst + result.size] = result.astype(np.int8).ravel()
+    return _to(dp.mem.spad, i.dst, result.astype(np.int8))
 
 
-def _reduce(dp: Datapath, i: Instr, r: Registers) -> None:
+def _reduce(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     x = dp.mem.read(i.src_space, i.src, i.rows * i.cols).reshape(i.rows, i.cols)
-    out = dp.mem.acc[i.dst:i.dst + i.cols]
+    out = dp.mem.read("acc", i.dst, i.cols)
     if i.op == "sum":
         v = x.sum(axis=0) + (out if i.accumulate else 0)
     else:
         v = x.max(axis=0)
         if i.accumulate:
             v = np.maximum(v, out)
-    out[...] = numerics.saturate(v, "acc")
+    return _to(dp.mem.acc, i.dst, numerics.saturate(v, "acc"))
 
 
-def _nothing(dp: Datapath, i: Instr, r: Registers) -> None:
+def _nothing(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     """Control and configuration instructions: their effect is on registers, known statically."""
+    return []
 
 
 SEMANTICS: dict[str, Semantics] = {

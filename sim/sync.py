@@ -1,8 +1,8 @@
 """The synchronisation hardware on SimPy: counting semaphores and bounded in-order instruction queues.
 
 Both create a SimPy event only when a unit must block, so an instruction that finds its
-semaphore already signalled or its queue not full costs no extra event. In checked mode each
-semaphore also carries the vector clocks of its signals as tokens (`sim.races`).
+semaphore already signalled or its queue not full costs no extra event. Tokens are counts only:
+checked mode takes the ordering they give from the program (`sim.races`), not from this hardware.
 """
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from collections import deque
 
 import simpy
 
-from .races import Clock, join
 from .semantics import ExecutionFault
 from .steps import Step
 
@@ -20,51 +19,34 @@ SEMAPHORE_MAX = 65535
 class Semaphores:
     """Counters s0..s(n-1): a wait takes `count` once the counter holds it; a signal adds."""
 
-    def __init__(self, env: simpy.Environment, count: int, checked: bool) -> None:
+    def __init__(self, env: simpy.Environment, count: int) -> None:
         self.env = env
         self.value = [0] * count
         self.waiters: list[list[tuple[int, simpy.Event]]] = [[] for _ in range(count)]
-        self.tokens: list[deque[list]] | None = [deque() for _ in range(count)] if checked else None
 
-    def _take(self, sem: int, count: int) -> Clock | None:
-        self.value[sem] -= count
-        if self.tokens is None:
-            return None
-        clock: Clock = []
-        tokens = self.tokens[sem]
-        while count:
-            token = tokens[0]
-            used = min(count, token[0])
-            clock = join(clock, token[1]) if clock else token[1]
-            token[0] -= used
-            count -= used
-            if not token[0]:
-                tokens.popleft()
-        return clock
-
-    def acquire(self, sem: int, count: int) -> tuple[simpy.Event | None, Clock | None]:
-        """(None, clock) when the wait is satisfied now; else an event whose value is the clock when it is."""
+    def acquire(self, sem: int, count: int) -> simpy.Event | None:
+        """None when the wait is satisfied (and taken) now; else an event triggered when it is."""
         if self.value[sem] >= count:
-            return None, self._take(sem, count)
+            self.value[sem] -= count
+            return None
         event = self.env.event()
         self.waiters[sem].append((count, event))
-        return event, None
+        return event
 
-    def release(self, sem: int, count: int, clock: Clock | None) -> None:
-        """Add `count` (tokens carrying `clock`); wake, in arrival order, every waiter that is now satisfied."""
+    def release(self, sem: int, count: int) -> None:
+        """Add `count`; wake, in arrival order, every waiter that is now satisfied."""
         value = self.value[sem] + count
         if value > SEMAPHORE_MAX:
             raise ExecutionFault(f"signal s{sem} by {count} overflows its counter ({self.value[sem]} + {count} > "
                                  f"{SEMAPHORE_MAX})")
         self.value[sem] = value
-        if self.tokens is not None:
-            self.tokens[sem].append([count, clock])
         waiting = self.waiters[sem]
         for entry in list(waiting):
             need, event = entry
             if self.value[sem] >= need:
                 waiting.remove(entry)
-                event.succeed(self._take(sem, need))
+                self.value[sem] -= need
+                event.succeed()
 
 
 class InstrQueue:
