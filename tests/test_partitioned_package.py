@@ -56,15 +56,15 @@ def test_a_record_with_a_wrong_type_is_refused() -> None:
         function_from_data(record, arrays, "p.json")
 
 
-def _sigmoid_net():
+def _sin_net():
     b = NetBuilder((1, 8, 16, 16))
-    out = b.node("Sigmoid", [b.conv("x", 8, 32)])
+    out = b.node("Sin", [b.conv("x", 8, 32)])
     return b.network(b.conv(b.conv(out, 32, 32), 32, 16, relu=False))
 
 
 @pytest.fixture(scope="module")
 def package(tmp_path_factory: pytest.TempPathFactory):
-    network = _sigmoid_net()
+    network = _sin_net()
     quant = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
     compiled = glowsdk.compile(network, "npu", quantization=quant).compiled
     assert isinstance(compiled, PartitionedFunction)
@@ -103,7 +103,7 @@ def test_a_corrupt_member_is_one_line(package, tmp_path: Path, capsys: pytest.Ca
         for info in src.infolist():
             data = src.read(info)
             if info.filename.endswith(".json") and info.filename != "manifest.json":
-                data = data.replace(b'"Sigmoid"', b'"Sigmoie"')
+                data = data.replace(b'"Sin"', b'"Sim"')
             dst.writestr(info, data)
     assert main(["simulate", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

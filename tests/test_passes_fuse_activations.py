@@ -6,14 +6,20 @@ Each case checks structure (the pattern is one node of the intended kind, nothin
 from __future__ import annotations
 
 import math
+import os
+import sys
 
 import numpy as np
 import pytest
 
-from glowsdk.compiler.passes import run_passes
+import glowsdk
+from glowsdk.compiler.passes import GRAPH_OPTIMIZATION, PassManager, run_passes
 from glowsdk.graph import ElemKind, Module, Type
 from glowsdk.graph.nodes import elementwise as ew
 from glowsdk.reference.evaluator import evaluate
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from exported_models import exported_model  # noqa: E402
 
 F32 = ElemKind.FLOAT32
 RNG = np.random.default_rng(0)
@@ -111,15 +117,6 @@ def test_near_misses_stay(build):
 
 
 def test_the_graph_optimisation_pipeline_fuses_the_exported_transformers_gelu():
-    import os
-    import sys
-
-    import glowsdk
-    from glowsdk.compiler.passes import GRAPH_OPTIMIZATION, PassManager
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from exported_models import exported_model
-
     network = glowsdk.load(exported_model("transformer_encoder"))
     fn = network.function.module.clone().functions[network.function.name]
     PassManager().run(GRAPH_OPTIMIZATION, fn)
