@@ -109,10 +109,6 @@ class RaceChecker:
         self.accesses = {engine: _Accesses() for engine in ENGINES}
         self.remaining = {engine: sum(1 for s in steps if s.engine is engine) for engine in ENGINES}
 
-    def clock(self, unit: Engine) -> Clock:
-        """A unit's clock as of now: what the dispatcher hands on with each instruction."""
-        return list(self.clocks[unit])
-
     def _seen(self, clock: Clock, step: Step) -> bool:
         """Whether `clock` has seen `step` (a unit sees all its own earlier instructions)."""
         return clock[_SLOT[step.engine]] >= self.epochs[step.index]

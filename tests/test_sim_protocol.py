@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from isa import PRESETS, assemble
 from isa.program import semaphore_protocol
-from sim.errors import RaceError
+from sim.errors import DeadlockError, RaceError
 from sim.simulator import simulate
 
 CONFIG = PRESETS["edge"]
@@ -102,3 +104,48 @@ def test_two_engines_waiting_on_one_semaphore_race_unless_ordered(ideal_dram):
     ordered = text.format(matmul="signal s3").replace(
         "VADDI", "CONFIG_CLAMP lo=-2147483648 hi=2147483647 ; wait s3\n        VADDI")
     run(ordered, checked=True, ideal_dram=ideal_dram)
+
+
+BUFFERS = 4
+KINDS = {
+    "LOAD": "LOAD dram=0x1000 space=spad sram={b:#x} planes=1 rows=1 cols=1",
+    "STORE": "STORE dram={d:#x} space=spad sram={a:#x} planes=1 rows=1 cols=1",
+    "VADDI": "VADDI dst_space=spad dst={b:#x} src_space=spad src={a:#x} count=64 imm=1",
+    "MATMUL": "MATMUL inp={a:#x} wgt={a:#x} acc=0x0 rows=4 k=16 n=4 acc_mode=0",
+}
+_sync = st.tuples(st.integers(1, 3), st.integers(0, 2))
+_instr = st.tuples(st.sampled_from(sorted(KINDS)), st.integers(0, BUFFERS - 1), st.integers(0, BUFFERS - 1),
+                   _sync, _sync)
+
+
+def _program(instrs) -> str | None:
+    """Assembly of random instructions on four 64-byte buffers, or None when some wait can never be met."""
+    lines = ["CONFIG_LOAD row_stride=0 plane_stride=0 col_stride=0 elem_bytes=64",
+             "CONFIG_STORE row_stride=0 plane_stride=0 col_stride=0 elem_bytes=64"]
+    balance = [0] * 4
+    for kind, a, b, (wait_sem, wait_count), (signal_sem, signal_count) in instrs:
+        sync = [f"wait s{wait_sem}x{wait_count}"] * bool(wait_count) + [f"signal s{signal_sem}x{signal_count}"] * bool(
+            signal_count)
+        balance[wait_sem] -= wait_count
+        balance[signal_sem] += signal_count
+        line = KINDS[kind].format(a=0x100 * a, b=0x100 * b, d=0x2000 + 0x100 * a)
+        lines.append(line + (" ; " + " ".join(sync) if sync else ""))
+    return "\n".join(lines + ["END"]) if min(balance) >= 0 else None
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(st.lists(_instr, min_size=2, max_size=8))
+def test_checked_mode_gives_one_verdict_whatever_the_timing(instrs):
+    """Random programs on four buffers: every timing finds a race, or none does (runs that deadlock aside)."""
+    text = _program(instrs)
+    assume(text is not None)
+    verdicts = set()
+    for config, ideal_dram in ((CONFIG, False), (CONFIG, True), (PRESETS["server"], False)):
+        try:
+            simulate(assemble(text), config, dram=IMAGE, checked=True, ideal_dram=ideal_dram)
+            verdicts.add("ordered")
+        except RaceError:
+            verdicts.add("race")
+        except DeadlockError:
+            pass
+    assert len(verdicts) <= 1, text
