@@ -34,6 +34,8 @@ _MEMORIES = ("dram", "spad", "acc")
 _CODE = {m: k for k, m in enumerate(_MEMORIES)}
 
 Clock = list[int]
+PRUNE_EVERY = 64
+"""Instructions started between two prunings of the kept accesses."""
 
 
 def join(a: Clock, b: Clock) -> Clock:
@@ -108,6 +110,7 @@ class RaceChecker:
         """signalling instruction -> its unit's clock when it signalled"""
         self.accesses = {engine: _Accesses() for engine in ENGINES}
         self.remaining = {engine: sum(1 for s in steps if s.engine is engine) for engine in ENGINES}
+        self.started = 0
 
     def _seen(self, clock: Clock, step: Step) -> bool:
         """Whether `clock` has seen `step` (a unit sees all its own earlier instructions)."""
@@ -161,9 +164,13 @@ class RaceChecker:
         if step.extents:
             self.accesses[engine].add(own[_SLOT[engine]], step.index, step.extents)
         self.remaining[engine] -= 1
-        self._prune()
+        self.started += 1
+        if self.started % PRUNE_EVERY == 0:
+            self._prune()
 
     def _prune(self) -> None:
+        """Drop the accesses every other engine has seen (a conflict check skips them anyway: this only bounds
+        the arrays)."""
         for engine in ENGINES:
             others = [self.clocks[e][_SLOT[engine]] for e in ENGINES if e is not engine and self.remaining[e]]
             self.accesses[engine].prune(min(others) if others else 1 << 62)
