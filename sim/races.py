@@ -124,24 +124,25 @@ class RaceChecker:
         for signal in self.protocol.consumes.get(step.index, ()):
             theirs = self.signalled.get(signal)
             if theirs is None:  # the checks at each signal make this unreachable; kept as the last word
-                raise self._semaphore_race(step, self.steps[signal], cycle, "went ahead before")
+                raise self._semaphore_race(step, self.steps[signal], step.wait[0], cycle, "went ahead before")
             own = join(own, theirs)
         own[_SLOT[unit]] = self.epochs[step.index]
         self.clocks[unit] = own
         before = self.protocol.previous_wait.get(step.index)
         if before is not None and not self._seen(own, self.steps[before]):
-            raise self._semaphore_race(step, self.steps[before], cycle, "can overtake the wait of")
+            raise self._semaphore_race(step, self.steps[before], step.wait[0], cycle, "can overtake the wait of")
 
     def signal(self, step: Step, cycle: int) -> None:
         """`step` signals: keep its clock; it must follow every earlier signal whose tokens it could take over."""
         own = self.clocks[step.engine]
         for earlier in self.protocol.follows.get(step.index, ()):
             if not self._seen(own, self.steps[earlier]):
-                raise self._semaphore_race(step, self.steps[earlier], cycle, "can overtake the signal of")
+                raise self._semaphore_race(step, self.steps[earlier], step.signal[0], cycle,
+                                           "can overtake the signal of")
         self.signalled[step.index] = own
 
-    def _semaphore_race(self, step: Step, other: Step, cycle: int, how: str) -> RaceError:
-        sem = step.signal[0] if how.endswith("signal of") else step.wait[0]
+    @staticmethod
+    def _semaphore_race(step: Step, other: Step, sem: int, cycle: int, how: str) -> RaceError:
         return RaceError(f"race at cycle {cycle}: {describe(step.index, step.mnemonic, step.layer)} on s{sem} {how} "
                          f"{describe(other.index, other.mnemonic, other.layer)}, with no semaphore ordering them, so "
                          f"which tokens a wait takes depends on timing", step.index, cycle)

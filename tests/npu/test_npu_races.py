@@ -9,8 +9,6 @@ import dataclasses
 import numpy as np
 import pytest
 
-import glowsdk
-from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
 from isa import PRESETS
 from isa.program import program_extents, semaphore_protocol
