@@ -10,6 +10,11 @@ CPU), which is its latency on otherwise idle devices.
 Retry policy: a device error (`DeviceFault`) moves the partition to a replica on another device
 that has not failed for this request, when `retry` is on and one exists; otherwise the request
 fails with `RequestFailed`, which names the device error. Any other error fails the request.
+
+A failed request's future fails at once, but the request stays in flight (`on_done` is not
+called) until every partition it had submitted has settled: a branch still running on another
+device holds its network there, so `remove_network` waits for it rather than evicting a network
+that runs. Nothing more is dispatched for a request whose future is done.
 """
 from __future__ import annotations
 
@@ -63,6 +68,10 @@ class RequestRun:
         self.started = time.perf_counter()
         self._lock = threading.Lock()
         self._dispatched: set[int] = set()
+        self._outstanding = 0
+        """Partitions submitted to a device and not yet settled."""
+        self._answered = False
+        self._settled = False
 
     def start(self) -> Future:
         missing = sorted({n for p in self.plan.partitions for n in p.inputs} - self._produced() - set(self.values))
@@ -91,29 +100,41 @@ class RequestRun:
             return
         device, key = min(replicas, key=lambda r: r[0].pending)
         part = self.plan.partitions[index]
+        with self._lock:
+            if self._answered:   # the request already failed: run nothing more for it
+                return
+            self._outstanding += 1
+            feeds = {n: self.values[n] for n in part.inputs}
         try:
-            future = device.submit(key, {n: self.values[n] for n in part.inputs})
+            future = device.submit(key, feeds)
         except RuntimeError as err:   # the device was shut down
+            with self._lock:
+                self._outstanding -= 1
             self._fail(RequestFailed(f"network '{self.plan.network}': {device.name}: {err}"))
             return
         future.add_done_callback(lambda f: self._completed(index, device, f))
 
     def _completed(self, index: int, device: DeviceManager, future: Future) -> None:
-        error = future.exception()
-        if error is not None:
-            self._failed(index, device, error)
-            return
-        run: PartitionRun = future.result()
-        part = self.plan.partitions[index]
         with self._lock:
-            self.values.update(run.outputs)
-            self.finish[index] = max((self.finish[d] for d in part.depends), default=0.0) + run.seconds
-            self.devices[index] = run.device
-            complete = len(self.finish) == len(self.plan.partitions)
-        if complete:
-            self._succeed()
-        else:
-            self._dispatch_ready()
+            self._outstanding -= 1
+        try:
+            error = future.exception()
+            if error is not None:
+                self._failed(index, device, error)
+                return
+            run: PartitionRun = future.result()
+            part = self.plan.partitions[index]
+            with self._lock:
+                self.values.update(run.outputs)
+                self.finish[index] = max((self.finish[d] for d in part.depends), default=0.0) + run.seconds
+                self.devices[index] = run.device
+                complete = len(self.finish) == len(self.plan.partitions)
+            if complete:
+                self._succeed()
+            else:
+                self._dispatch_ready()
+        finally:
+            self._settle()   # this may have been the last partition of a request that another branch failed
 
     def _failed(self, index: int, device: DeviceManager, error: BaseException) -> None:
         if isinstance(error, DeviceFault):
@@ -130,17 +151,28 @@ class RequestRun:
 
     def _succeed(self) -> None:
         outputs = {ph.name: self.values[ph.name] for ph in self.plan.graph.output_placeholders()}
-        response = Response(outputs, max(self.finish.values(), default=0.0), time.perf_counter() - self.started,
-                            dict(self.devices), self.retries)
-        with self._lock:
-            if self.future.done():
-                return
-            self.future.set_result(response)
-        self.on_done()
+        self._answer(Response(outputs, max(self.finish.values(), default=0.0), time.perf_counter() - self.started,
+                              dict(self.devices), self.retries))
 
     def _fail(self, error: BaseException) -> None:
+        self._answer(None, error)
+
+    def _answer(self, response: Response | None, error: BaseException | None = None) -> None:
+        """Give the request its one answer; its slot is freed first when nothing of it is left on a device."""
         with self._lock:
-            if self.future.done():
+            if self._answered:
                 return
+            self._answered = True
+        self._settle()
+        if error is None:
+            self.future.set_result(response)
+        else:
             self.future.set_exception(error)
+
+    def _settle(self) -> None:
+        """Call `on_done` once: when the request is answered and none of its partitions is still on a device."""
+        with self._lock:
+            if self._settled or not self._answered or self._outstanding:
+                return
+            self._settled = True
         self.on_done()

@@ -7,7 +7,9 @@
 `add_network` partitions the network (Partitioner), then compiles and loads the partitions
 (Provisioner); a network that fits nowhere is refused there, with the reason. `run` returns a
 Future of a `Response` at once; the Executor drives the request through the partition DAG.
-`remove_network` stops new requests for the network, waits for those in flight, and unloads it.
+`remove_network` stops new requests for the network, waits for those in flight (a failed request
+is in flight until none of its partitions is still on a device), and unloads it. A name is
+reserved while its network is being added: a second `add_network` of it is refused at once.
 
 Back-pressure: at most `queue_size` requests are in flight. When all slots are taken, `run`
 either waits for one (`when_full="block"`, for at most `block_timeout` seconds, then QueueFull)
@@ -66,6 +68,8 @@ class HostManager:
         self.queue_size, self.when_full, self.block_timeout, self.retry = queue_size, when_full, block_timeout, retry
         self.provisioner = Provisioner(self.devices, next(iter(configs), None), max_replicas)
         self.networks: dict[str, _Network] = {}
+        self._adding: set[str] = set()
+        """Names whose `add_network` is under way (reserved, not yet in `networks`)."""
         self._slots = threading.Semaphore(queue_size)
         self._lock = threading.Condition()
 
@@ -79,19 +83,24 @@ class HostManager:
         """
         function = network if isinstance(network, Function) else network.function
         with self._lock:
-            if name in self.networks:
+            if name in self.networks or name in self._adding:
                 raise GlowError(f"a network named '{name}' is already added")
-        npu = None
-        if self.provisioner.of_kind(NPU):
-            from ..backends.registry import get_backend
+            self._adding.add(name)
+        try:
+            npu = None
+            if self.provisioner.of_kind(NPU):
+                from ..backends.registry import get_backend
 
-            npu = get_backend("npu")
-            if quantization is None:
-                quantization = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
-        plan = partition(name, function, quantization, npu, self.provisioner.compile)
-        placement = self.provisioner.provision(plan)
-        with self._lock:
-            self.networks[name] = _Network(plan, placement)
+                npu = get_backend("npu")
+                if quantization is None:
+                    quantization = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
+            plan = partition(name, function, quantization, npu, self.provisioner.compile)
+            placement = self.provisioner.provision(plan)
+            with self._lock:
+                self.networks[name] = _Network(plan, placement)
+        finally:
+            with self._lock:
+                self._adding.discard(name)
         return plan
 
     def remove_network(self, name: str) -> None:
@@ -133,11 +142,17 @@ class HostManager:
         return RequestRun(entry.plan, entry.placement, inputs, retry=self.retry, on_done=done).start()
 
     def close(self) -> None:
-        """Remove every network and stop the devices' workers."""
+        """Remove every network and stop the devices' workers; the first error, if any, after all of it."""
+        errors: list[GlowError] = []
         for name in list(self.networks):
-            self.remove_network(name)
+            try:
+                self.remove_network(name)
+            except GlowError as err:
+                errors.append(err)
         for device in self.devices:
             device.shutdown()
+        if errors:
+            raise errors[0]
 
     def __enter__(self) -> Self:
         return self

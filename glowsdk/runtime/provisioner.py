@@ -125,11 +125,26 @@ class Provisioner:
 
     @staticmethod
     def release(placement: Placement) -> None:
-        """Unload every replica of a placement."""
-        for device, key in placement.copies():
-            device.unload(key)
-            device.resident.discard(key)
-        placement.replicas.clear()
+        """Unload every replica of a placement. A copy a device refuses to unload stays in the placement and
+        does not keep the others loaded: the first refusal is raised after all the others are unloaded."""
+        refused: list[str] = []
+        for index, copies in list(placement.replicas.items()):
+            kept = []
+            for device, key in copies:
+                try:
+                    device.unload(key)
+                except GlowError as err:
+                    refused.append(str(err))
+                    kept.append((device, key))
+                    continue
+                device.resident.discard(key)
+            if kept:
+                placement.replicas[index] = kept
+            else:
+                del placement.replicas[index]
+        if refused:
+            raise GlowError(f"network '{placement.network}': {len(refused)} partition copy(ies) could not be "
+                            f"unloaded; the first: {refused[0]}")
 
 
 def compile_host(partition: Partition, backends: tuple[str, ...] = HOST_BACKENDS["cpu"]) -> tuple[object, str]:
