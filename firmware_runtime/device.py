@@ -27,6 +27,7 @@ from sim.errors import DeadlockError, Fault, RaceError, SimError, SimInputError
 from sim.simulator import simulate
 
 from .allocator import AllocatorStats, Block, DramAllocator
+from .dram import BackedDram
 from .errors import DeviceError, DeviceFault, ErrorKind, FirmwareError
 from .faults import Injection, inject
 from .loader import (
@@ -63,8 +64,8 @@ class NpuDevice:
         if not 0 < heap <= self.config.dram_bytes:
             raise FirmwareError(f"{name}: heap of {heap} bytes is outside 1..{self.config.dram_bytes} (the DRAM)")
         self.allocator = DramAllocator(heap, max(DRAM_ALIGNMENT, self.config.dma_burst_bytes), policy)
-        self.dram = np.zeros(self.allocator.capacity, np.uint8)
-        """Device DRAM as the firmware sees it between runs (zero pages cost nothing until written)."""
+        self.dram = BackedDram(name)
+        """Device DRAM as the firmware sees it between runs: only the allocated blocks are backed."""
         self.watchdog_cycles = watchdog_cycles
         self.checked = checked
         self.networks: dict[str, LoadedNetwork] = {}
@@ -86,14 +87,16 @@ class NpuDevice:
                                                                         f"{kind.label} region")
                 program = relocate_program(binary, region_deltas(binary.plan, blocks))
                 check_placed(name, program, self.config, blocks)
-            except Exception:
                 for block in blocks.values():
+                    self.dram.back(block)
+            except BaseException:
+                for block in blocks.values():
+                    self.dram.drop(block)
                     self.allocator.free(block)
                 raise
             tensors = relocate_tensors(binary, region_deltas(binary.plan, blocks))
             constants = blocks[RegionKind.CONSTANTS]
-            self.dram[constants.address:constants.address + len(binary.constants)] = np.frombuffer(
-                binary.constants, np.uint8)
+            self.dram.view(constants.address, len(binary.constants))[:] = np.frombuffer(binary.constants, np.uint8)
             loaded = LoadedNetwork(name, binary, blocks, program, tensors)
             self.networks[name] = loaded
             return loaded
@@ -106,7 +109,7 @@ class NpuDevice:
             if self.running == name:
                 raise FirmwareError(f"{self.name}: cannot evict network '{name}' while it runs")
             for block in self.networks.pop(name).blocks.values():
-                self.dram[block.address:block.end] = 0
+                self.dram.drop(block)
                 self.allocator.free(block)
 
     def fits(self, data_bytes: int) -> bool:
@@ -148,9 +151,9 @@ class NpuDevice:
                 value = quantize(key, inputs[key], tensor)
             except SimInputError as err:
                 raise FirmwareError(f"{self.name}: network '{net.name}': {err}") from None
-            self.dram[tensor.dram_address:tensor.dram_address + value.nbytes] = value.view(np.uint8).ravel()
+            self.dram.view(tensor.dram_address, value.nbytes)[:] = value.view(np.uint8).ravel()
         read = (net.blocks[RegionKind.CONSTANTS], net.blocks[RegionKind.INPUTS])
-        image = {b.address: self.dram[b.address:b.end] for b in read}
+        image = {b.address: self.dram.view(b.address, b.size) for b in read}
         program, watchdog = net.program, self.watchdog_cycles
         if injection is not None:
             program, watchdog = inject(injection, program, self.config, watchdog)
@@ -163,9 +166,9 @@ class NpuDevice:
                                           f"over the watchdog's {watchdog}", self.name))
         for kind in (RegionKind.ACTIVATIONS, RegionKind.OUTPUTS):
             block = net.blocks[kind]
-            self.dram[block.address:block.end] = np.frombuffer(result.memories.read_dram(block.address, block.size),
-                                                               np.uint8)
-        outputs = {key: dequantize(self.dram[t.dram_address:t.dram_address + t.size_bytes].tobytes(), t)
+            self.dram.view(block.address, block.size)[:] = np.frombuffer(
+                result.memories.read_dram(block.address, block.size), np.uint8)
+        outputs = {key: dequantize(self.dram.view(t.dram_address, t.size_bytes).tobytes(), t)
                    for key, t in net.outputs.items()}
         return DeviceRun(outputs, result.cycles, result.seconds)
 

@@ -5,7 +5,10 @@ Requests are submitted as fast as the runtime admits them, with `--concurrency` 
 wall throughput and latency percentiles (host time, queueing included), device-time latency (the
 longest chain of partition times: simulated seconds on NPUs, wall seconds on the CPU), each
 device's runs and busy time on its own clock with its share of the busiest device's, and the
-partition table. `--check` compares every response with the interpreter running the same graph.
+partition table. `--check` compares every response with the interpreter running the same graph:
+integer outputs exactly, float outputs within a relative tolerance of their dtype (`CHECK_RTOL`),
+since the cpu backend's float kernels (its `sin`, its summation order) round differently from
+numpy's by a few ulps.
 
 The host runtime partitions with its own partitioner (runtime/partitioner.py): what the NPUs do not
 run in int8 becomes CPU partitions. `--fallback` says what compiles them: cpu (the cpu backend, the
@@ -25,6 +28,9 @@ from ..files import check_writable_file, write_text
 from . import options
 
 DEVICE_KINDS = ("npu", "cpu")
+CHECK_RTOL = {"float64": 1e-5, "float32": 1e-5, "float16": 1e-3, "bfloat16": 1e-2}
+"""--check: a float output matches when every element is within this fraction of the output's largest
+magnitude (relative to the whole tensor, so values near zero are not held to ulps of zero)."""
 FALLBACKS = {"cpu": "cpu", "interpreter": "interpreter", "none": None}
 """--fallback -> the Provisioner's host fallback."""
 
@@ -53,6 +59,23 @@ def build_devices(counts: dict[str, int], config: str, heap: int | None) -> list
     devices: list = [NpuDeviceManager(NpuDevice(machine, name=f"npu{i}", heap_bytes=heap))
                      for i in range(counts.get("npu", 0))]
     return devices + [CpuDeviceManager(f"cpu{i}") for i in range(counts.get("cpu", 0))]
+
+
+def outputs_match(got: np.ndarray, want: np.ndarray) -> bool:
+    """Whether a response's output equals the interpreter's: exactly for integers and bools, within
+    CHECK_RTOL for floats (NaN where the interpreter has NaN, infinities equal)."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return False
+    rtol = CHECK_RTOL.get(want.dtype.name)
+    if rtol is None:
+        return bool(np.array_equal(got, want))
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    finite, infinite = np.isfinite(want), np.isinf(want)
+    if not np.array_equal(np.isnan(got), np.isnan(want)) or not np.array_equal(got[infinite], want[infinite]):
+        return False
+    scale = float(np.abs(want[finite]).max(initial=0.0)) or 1.0
+    return bool(np.all(np.abs(got[finite] - want[finite]) <= rtol * scale))
 
 
 def partition_rows(host, name: str) -> list[dict]:
@@ -94,7 +117,7 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
         mismatches = None
         if args.check:
             wanted = [evaluate(plan.graph, x) for x in inputs]
-            mismatches = sum(any(not np.array_equal(r.outputs[k], v) for k, v in wanted[i % len(inputs)].items())
+            mismatches = sum(any(not outputs_match(r.outputs[k], v) for k, v in wanted[i % len(inputs)].items())
                              for i, r in enumerate(responses))
         busiest = max(d.busy_seconds for d in host.devices) or 1.0
         report = {
@@ -161,6 +184,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fallback", choices=list(FALLBACKS), default="cpu",
                    help="what compiles the CPU partitions (the ops the NPUs do not run): cpu (default; the "
                         "interpreter where cpu refuses), interpreter, or none to refuse such a model")
-    p.add_argument("--check", action="store_true", help="compare every response with the interpreter")
+    p.add_argument("--check", action="store_true",
+                   help="compare every response with the interpreter: integer outputs exactly, float outputs "
+                        "within 1e-5 of the output's largest magnitude (float16 1e-3, bfloat16 1e-2: the cpu "
+                        "backend's float kernels round differently from numpy's by a few ulps)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     p.set_defaults(func=cmd_serve_bench)
