@@ -12,6 +12,17 @@ truncated, corrupt or written for another key is discarded and recompiled.
 Writes go through a temporary file and a rename, so concurrent compiles are
 safe. The least recently used entries go when the folder outgrows
 `$GLOWSDK_CACHE_MAX_MB` (default 4096).
+
+An entry is machine code that is run, so the cache is used only where nobody else
+can plant one: the cache folder and the folder holding it must be owned by this
+user and writable by nobody else (glowsdk creates them mode 0700), and an entry
+must be a regular file (not a link) owned by this user and writable by nobody
+else. A folder that fails this is not used at all: the compile goes ahead afresh,
+neither loading nor storing, with an `UnsafeCacheWarning` naming the folder and
+the reason. (Refusing to compile would break a build for want of an optimisation;
+using it silently would run whatever another user put there.) The digests inside
+an entry, checked on every load, catch a damaged entry; they cannot catch a forged
+one, which is why the folder's ownership is what is trusted.
 """
 from __future__ import annotations
 
@@ -19,7 +30,9 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -37,6 +50,28 @@ from .jit import host_cpu
 
 SUFFIX = ".glowcpu"
 DEFAULT_MAX_MB = 4096
+
+
+class UnsafeCacheWarning(UserWarning):
+    """The compile cache folder (or an entry in it) could be written by another user; it is not used."""
+
+
+def unsafe(path: Path, follow: bool = True) -> str | None:
+    """Why another user could have written `path` (a folder, or with `follow` false an entry), or None.
+
+    Windows has no user ids or mode bits to check (its ACLs are out of scope): there only an entry's
+    kind is."""
+    st = os.stat(path) if follow else os.lstat(path)
+    if not follow and not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if not hasattr(os, "getuid"):
+        return None
+    if st.st_uid != os.getuid():
+        return f"is owned by user id {st.st_uid}, not by this user ({os.getuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = " and ".join(w for w, bit in (("its group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if st.st_mode & bit)
+        return f"is writable by {who} (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
 
 
 def cache_dir() -> Path:
@@ -109,15 +144,44 @@ class CompileCache:
     def __init__(self, folder: Path | None = None, max_bytes: int | None = None) -> None:
         self.folder = folder or cache_dir()
         self.max_bytes = max_bytes if max_bytes is not None else _budget_mb() << 20
+        self.refused = False
+        """Set once the folder failed the ownership check (warned once, then neither loaded nor stored)."""
 
     def path(self, key: str) -> Path:
         return self.folder / f"{key}{SUFFIX}"
 
+    def trusted(self) -> bool:
+        """Whether the folder (and the one holding it) exist and only this user can write there;
+        an UnsafeCacheWarning when one exists and another user could."""
+        if self.refused:
+            return False
+        for folder in (self.folder.parent, self.folder):
+            try:
+                if not folder.is_dir():
+                    return False   # missing, or a file: a cache that cannot be used, not one to warn about
+                why = unsafe(folder)
+            except OSError as err:
+                why = f"cannot be checked ({err.strerror or err})"
+            if why is not None:
+                warnings.warn(f"compile cache folder {folder} {why}: not used, compiling afresh (make it yours and "
+                              f"not writable by others, e.g. chmod go-w, or set GLOWSDK_CACHE_DIR)",
+                              UnsafeCacheWarning, stacklevel=2)
+                self.refused = True
+                return False
+        return True
+
     def load(self, key: str) -> CpuImage | None:
         """The image stored under `key`, or None when there is none or it cannot be trusted
         (a bad entry is deleted so the compile that follows replaces it)."""
+        if not self.trusted():
+            return None
         path = self.path(key)
         try:
+            why = unsafe(path, follow=False)
+            if why is not None:
+                warnings.warn(f"compile cache entry {path} {why}: not used, compiling afresh", UnsafeCacheWarning,
+                              stacklevel=2)
+                return None
             image = read_image(path, key)
         except FileNotFoundError:
             return None
@@ -132,7 +196,11 @@ class CompileCache:
     def store(self, key: str, image: CpuImage) -> None:
         """Save `image` under `key`, then trim the folder; a cache that cannot be written is skipped."""
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            self.folder.parent.parent.mkdir(parents=True, exist_ok=True)
+            for folder in (self.folder.parent, self.folder):
+                folder.mkdir(mode=0o700, exist_ok=True)
+            if not self.trusted():
+                return
             fd, partial = tempfile.mkstemp(dir=self.folder, suffix=".partial")
             try:
                 with os.fdopen(fd, "wb") as stream:
