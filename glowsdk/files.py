@@ -1,16 +1,53 @@
 """Writing files the way every glowsdk command does: names that any file system takes, and
-contents that appear completely or not at all."""
+contents that appear completely or not at all.
+
+Contents go to a temporary file beside the destination (`tempfile.mkstemp`, which creates it
+mode 0600) and are renamed over it; just before the rename the file gets the mode writing with
+`open()` would have left: a new file 0666 less the process umask, a replaced file its old mode.
+So outputs are as readable as any other file the user creates, and no more than one they
+restricted.
+"""
 from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
+import threading
+
+_umask_lock = threading.Lock()
 
 
 def safe_file_name(name: str) -> str:
     """A tensor or pass name as a file name: characters a file name cannot hold become '_'."""
     cleaned = re.sub(r'[\\/:*?"<>|\x00-\x1f]', "_", name).strip(" .")
     return cleaned or "_"
+
+
+def current_umask() -> int:
+    """The process umask: read from /proc on Linux, without changing it; elsewhere set to 022 and
+    restored at once (a file another thread creates in that instant gets umask 022)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    with _umask_lock:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def publish_mode(tmp: str | os.PathLike, final: str | os.PathLike) -> None:
+    """Give `tmp`, made by mkstemp (mode 0600), the mode `open(final, "w")` would leave: the mode of the
+    file `final` if there is one, else 0666 less the umask."""
+    try:
+        mode = stat.S_IMODE(os.stat(final).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~current_umask()
+    os.chmod(tmp, mode)
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
@@ -26,6 +63,7 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
             os.fsync(f.fileno())
+        publish_mode(tmp, path)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -97,6 +135,7 @@ def write_arrays(folder: str | os.PathLike, arrays: dict, what: str) -> list[str
             staged.append((tmp, final))
             with os.fdopen(fd, "wb") as f:
                 np.save(f, value, allow_pickle=False)
+            publish_mode(tmp, final)
         for tmp, final in staged:
             os.replace(tmp, final)
     except OSError as err:
