@@ -5,41 +5,16 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from ...errors import GraphError, NeedsConstantError, UnsupportedError
 from ...graph.function import Function, Module
 from ...graph.node import Constant, Node, NodeValue
 from ...graph.types import ElemKind, Type
 from ...reference.evaluator import NotConstantError, fold
+from .tensors import check_size, elem_of_onnx, sparse_array, tensor_array
+from .text import shown
 
-_ELEM_OF_ONNX = {
-    onnx.TensorProto.FLOAT: ElemKind.FLOAT32, onnx.TensorProto.FLOAT16: ElemKind.FLOAT16,
-    onnx.TensorProto.BFLOAT16: ElemKind.BFLOAT16, onnx.TensorProto.DOUBLE: ElemKind.FLOAT64,
-    onnx.TensorProto.INT8: ElemKind.INT8, onnx.TensorProto.UINT8: ElemKind.UINT8,
-    onnx.TensorProto.INT16: ElemKind.INT16, onnx.TensorProto.UINT16: ElemKind.UINT16,
-    onnx.TensorProto.INT32: ElemKind.INT32, onnx.TensorProto.UINT32: ElemKind.UINT32,
-    onnx.TensorProto.INT64: ElemKind.INT64, onnx.TensorProto.UINT64: ElemKind.UINT64,
-    onnx.TensorProto.BOOL: ElemKind.BOOL,
-    onnx.TensorProto.FLOAT8E4M3FN: ElemKind.FLOAT8E4M3FN,
-    onnx.TensorProto.FLOAT8E4M3FNUZ: ElemKind.FLOAT8E4M3FNUZ,
-    onnx.TensorProto.FLOAT8E5M2: ElemKind.FLOAT8E5M2,
-    onnx.TensorProto.FLOAT8E5M2FNUZ: ElemKind.FLOAT8E5M2FNUZ,
-    onnx.TensorProto.FLOAT8E8M0: ElemKind.FLOAT8E8M0, onnx.TensorProto.FLOAT4E2M1: ElemKind.FLOAT4E2M1,
-    onnx.TensorProto.INT4: ElemKind.INT4, onnx.TensorProto.UINT4: ElemKind.UINT4,
-    onnx.TensorProto.INT2: ElemKind.INT2, onnx.TensorProto.UINT2: ElemKind.UINT2,
-}
-
-
-def elem_of_onnx(data_type: int, where: str) -> ElemKind:
-    """The ElemKind of an ONNX TensorProto data type; UnsupportedError for others."""
-    try:
-        return _ELEM_OF_ONNX[data_type]
-    except KeyError:
-        name = onnx.TensorProto.DataType.Name(data_type) if data_type in onnx.TensorProto.DataType.values() \
-            else str(data_type)
-        raise UnsupportedError(f"{where}: element type {name} is not supported by glowsdk") from None
-
+__all__ = ["ImportContext", "OnnxNode", "elem_of_onnx", "shown", "static_type", "value_type"]
 
 class ImportContext:
     """The state shared by all converters of one import."""
@@ -63,19 +38,29 @@ class OnnxNode:
         self.proto = proto
         self.ctx = ctx
         self.op_type = proto.op_type
-        self.name = proto.name or (proto.output[0] if proto.output else proto.op_type)
+        # the name messages and graph nodes carry: the ONNX name, its odd characters escaped
+        self.name = shown(proto.name or (proto.output[0] if proto.output and proto.output[0] else proto.op_type))
         self.input_names = list(proto.input)
         self.output_names = list(proto.output)
-        self.attrs: dict[str, Any] = {}
-        for attr in proto.attribute:
-            value = onnx.helper.get_attribute_value(attr)
-            if isinstance(value, onnx.TensorProto):
-                value = numpy_helper.to_array(value)
-            elif isinstance(value, bytes):
-                value = value.decode("utf-8")
-            elif isinstance(value, list) and value and isinstance(value[0], bytes):
-                value = [v.decode("utf-8") for v in value]
-            self.attrs[attr.name] = value
+        self.attrs: dict[str, Any] = {attr.name: self._attribute(attr) for attr in proto.attribute}
+
+    def _attribute(self, attr: onnx.AttributeProto) -> Any:
+        """An attribute's value (its type already checked against the schema): tensors as arrays,
+        strings as str."""
+        where = f"node '{self.name}' ({self.op_type}): attribute '{shown(attr.name)}'"
+        if attr.type == onnx.AttributeProto.TENSOR:
+            return tensor_array(attr.t, where)
+        if attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+            return sparse_array(attr.sparse_tensor, where)
+        value = onnx.helper.get_attribute_value(attr)
+        try:
+            if isinstance(value, bytes):
+                return value.decode("utf-8")
+            if attr.type == onnx.AttributeProto.STRINGS:
+                return [v.decode("utf-8") for v in value]
+        except UnicodeDecodeError:
+            raise GraphError(f"{where} is not valid UTF-8 ({shown(value)})") from None
+        return value
 
     @property
     def opset(self) -> int:
@@ -129,10 +114,17 @@ class OnnxNode:
     def create(self, kind: type[Node], inputs: list | tuple, suffix: str = "", **attrs: Any) -> Node:
         """Add a node (any number of results) named after this ONNX node."""
         name = f"{self.name}/{suffix}" if suffix else self.name
-        return self.ctx.function.create(kind, list(inputs), name, **attrs)
+        node = self.ctx.function.create(kind, list(inputs), name, **attrs)
+        for result in node.results:  # the size guard: before anything computes the values
+            check_size(result.type.shape, result.type.elem, f"node '{self.name}' ({self.op_type})")
+        return node
 
     def constant(self, array: np.ndarray, suffix: str) -> NodeValue:
         return self.ctx.constant(array, f"{self.name}/{suffix}")
+
+    def check_size(self, shape, elem: ElemKind) -> None:
+        """The size guard, for a value about to be computed at import (Range, a folded constant)."""
+        check_size(shape, elem, f"node '{self.name}' ({self.op_type})")
 
     def unsupported(self, why: str) -> UnsupportedError:
         """An error for a form of this op glowsdk does not support."""
@@ -148,7 +140,7 @@ def value_type(value: onnx.ValueInfoProto) -> tuple[ElemKind, list[int | str | N
 
     A dim is an int, a symbol, or None (unnamed unknown); dims is None if the rank is unknown.
     """
-    where = f"graph value '{value.name}'"
+    where = f"graph value '{shown(value.name)}'"
     if not value.type.HasField("tensor_type"):
         raise UnsupportedError(f"{where}: only tensor values are supported")
     tensor = value.type.tensor_type
@@ -158,6 +150,8 @@ def value_type(value: onnx.ValueInfoProto) -> tuple[ElemKind, list[int | str | N
     dims: list[int | str | None] = []
     for d in tensor.shape.dim:
         if d.HasField("dim_value"):
+            if d.dim_value < 0:
+                raise GraphError(f"{where}: dim {len(dims)} is negative ({d.dim_value})")
             dims.append(int(d.dim_value))
         else:
             dims.append(d.dim_param or None)

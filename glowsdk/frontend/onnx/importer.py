@@ -14,7 +14,6 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from ...errors import GlowError, GraphError, ModelFileError, NeedsConstantError, UnsupportedError, \
     UnsupportedOpsError
@@ -22,8 +21,11 @@ from ...graph.function import Function, Module
 from ...graph.node import NodeValue, Origin
 from ...graph.types import Type
 from . import ops  # noqa: F401  (registers the converters)
-from .context import ImportContext, OnnxNode, elem_of_onnx, static_type, value_type
+from .context import ImportContext, OnnxNode, static_type, value_type
 from .registry import CONVERTERS
+from .tensors import check_size, tensor_array
+from .text import shown
+from .validate import check_definitions, check_node, check_strings
 
 MIN_OPSET = 7
 MAX_OPSET = onnx.defs.onnx_opset_version()
@@ -37,25 +39,44 @@ def supported_ops() -> list[str]:
 def import_model(model: onnx.ModelProto, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
                  constants: Mapping[str, np.ndarray] | None = None, source: str = "model") -> Module:
     """Translate an ONNX model into a verified Module with one Function, `main`."""
-    input_shapes = dict(input_shapes or {})
-    constants = dict(constants or {})
+    source = shown(source)
+    try:
+        return _import(model, dict(input_shapes or {}), dict(constants or {}), source)
+    except GlowError as err:
+        # the last guard of the one-line promise: a name quoted raw somewhere below still prints escaped
+        if err.args and isinstance(err.args[0], str) and not err.args[0].isprintable():
+            err.args = (shown(err.args[0]), *err.args[1:])
+        raise
+
+
+def _import(model: onnx.ModelProto, input_shapes: dict, constants: dict, source: str) -> Module:
+    check_strings(model, source)
     graph = model.graph
     opset = _default_opset(model, source)
     _check_ops(graph, source)
+    check_definitions(graph, source)
+    outputs = {v.name for v in graph.output}
+    initializers = {t.name for t in graph.initializer}
+    for value in graph.input:
+        if value.name in outputs and value.name not in initializers:
+            raise GraphError(f"{source}: graph output '{shown(value.name)}' is the graph input of that name: "
+                             f"glowsdk's inputs and outputs share one namespace, so the output cannot keep "
+                             f"its name (add an Identity node giving the output a name of its own)")
 
     module = Module()
-    module.reserve_names(v.name for v in graph.output)
+    module.reserve_names(outputs)
     function = module.create_function("main")
     ctx = ImportContext(module, function, opset, source)
-    initializers = {t.name for t in graph.initializer}
     for tensor in graph.initializer:
-        array = _tensor_array(tensor, f"{source}: initializer '{tensor.name}'")
-        ctx.env[tensor.name] = module.create_constant(tensor.name, array).result()
+        array = tensor_array(tensor, f"{source}: initializer '{shown(tensor.name)}'")
+        # a constant's name is internal: an initializer that is also a graph output leaves the name to it
+        name = f"{tensor.name}/value" if tensor.name in outputs else tensor.name
+        ctx.env[tensor.name] = module.create_constant(name, array).result()
     known = {i.name for i in graph.input}
     for name in list(input_shapes) + list(constants):
         if name not in known or name in initializers:
-            inputs = ", ".join(i.name for i in graph.input if i.name not in initializers)
-            raise GlowError(f"{source}: '{name}' is not a graph input (inputs: {inputs})")
+            inputs = ", ".join(shown(i.name) for i in graph.input if i.name not in initializers)
+            raise GlowError(f"{source}: '{shown(name)}' is not a graph input (inputs: {inputs})")
     for value in graph.input:
         if value.name in initializers:
             continue
@@ -66,7 +87,7 @@ def import_model(model: onnx.ModelProto, *, input_shapes: Mapping[str, Sequence[
 
     for value in graph.output:
         if value.name not in ctx.env:
-            raise GraphError(f"{source}: graph output '{value.name}' is not produced by any node")
+            raise GraphError(f"{source}: graph output '{shown(value.name)}' is not produced by any node")
         _check_declared_output(value, ctx.env[value.name], source)
         function.save(ctx.env[value.name], value.name)
     function.erase_dead()
@@ -76,6 +97,11 @@ def import_model(model: onnx.ModelProto, *, input_shapes: Mapping[str, Sequence[
 
 
 def _default_opset(model: onnx.ModelProto, source: str) -> int:
+    domains = [o.domain for o in model.opset_import]
+    for domain in set(domains):
+        if domains.count(domain) > 1:
+            raise ModelFileError(f"{source}: the model imports opset domain '{shown(domain)}' "
+                                 f"{domains.count(domain)} times")
     versions = {o.domain: o.version for o in model.opset_import}
     opset = versions.get("", versions.get("ai.onnx"))
     if opset is None:
@@ -91,25 +117,16 @@ def _check_ops(graph: onnx.GraphProto, source: str) -> None:
     missing = set()
     for node in graph.node:
         if node.domain not in ("", "ai.onnx"):
-            missing.add(f"{node.domain}.{node.op_type}")
+            missing.add(shown(f"{node.domain}.{node.op_type}"))
         elif node.op_type not in CONVERTERS:
-            missing.add(node.op_type)
+            missing.add(shown(node.op_type) or "''")
     if missing:
         raise UnsupportedOpsError(missing, source)
 
 
-def _tensor_array(tensor: onnx.TensorProto, where: str) -> np.ndarray:
-    elem = elem_of_onnx(tensor.data_type, where)
-    try:
-        array = numpy_helper.to_array(tensor)
-    except (ValueError, TypeError) as err:
-        raise ModelFileError(f"{where}: cannot read tensor data ({err})") from None
-    return np.require(array.astype(elem.dtype, copy=False), requirements="C")  # keeps 0-d arrays 0-d
-
-
 def _import_input(module: Module, value: onnx.ValueInfoProto, input_shapes: dict,
                   constants: dict, source: str) -> NodeValue:
-    where = f"{source}: input '{value.name}'"
+    where = f"{source}: input '{shown(value.name)}'"
     elem, dims = value_type(value)
     if value.name in constants:
         array = np.asarray(constants[value.name])
@@ -117,7 +134,11 @@ def _import_input(module: Module, value: onnx.ValueInfoProto, input_shapes: dict
             array = array.astype(elem.dtype)
         return module.create_constant(value.name, array).result()
     if value.name in input_shapes:
-        shape = tuple(int(d) for d in input_shapes[value.name])
+        try:
+            shape = tuple(int(d) for d in input_shapes[value.name])
+        except (TypeError, ValueError):
+            raise GlowError(f"{where}: shape {shown(str(input_shapes[value.name]))} is not a list of "
+                            f"integers") from None
         if dims is not None:
             if len(shape) != len(dims):
                 raise GlowError(f"{where}: shape {_fmt(shape)} has rank {len(shape)}, the model declares "
@@ -131,14 +152,15 @@ def _import_input(module: Module, value: onnx.ValueInfoProto, input_shapes: dict
     else:
         type_ = static_type(elem, dims)
         if type_ is None:
-            shown = "unknown rank" if dims is None else _fmt(dims)
-            raise GlowError(f"{where} has a symbolic shape ({shown}); bind it with "
-                            f"--input-shape {value.name}=DxDx...")
+            described = "unknown rank" if dims is None else _fmt(dims)
+            raise GlowError(f"{where} has a symbolic shape ({described}); bind it with "
+                            f"--input-shape {shown(value.name)}=DxDx...")
+    check_size(type_.shape, elem, where)
     return module.create_placeholder(value.name, type_).result()
 
 
 def _fmt(dims: Sequence) -> str:
-    return "x".join("?" if d is None else str(d) for d in dims)
+    return "x".join("?" if d is None else shown(str(d)) for d in dims)
 
 
 def _topological(graph: onnx.GraphProto, source: str) -> list[onnx.NodeProto]:
@@ -163,11 +185,10 @@ def _topological(graph: onnx.GraphProto, source: str) -> list[onnx.NodeProto]:
                     continue
                 dep = producer.get(name)
                 if dep is None:
-                    raise GraphError(f"{source}: node '{node.name or node.output[0]}' ({node.op_type}) "
-                                     f"reads '{name}', which no node, input or initializer defines")
+                    raise GraphError(f"{source}: {_label(node)} reads '{shown(name)}', which no node, input "
+                                     f"or initializer defines")
                 if state.get(id(dep)) == 1:
-                    raise GraphError(f"{source}: the graph has a cycle through node "
-                                     f"'{dep.name or dep.output[0]}' ({dep.op_type})")
+                    raise GraphError(f"{source}: the graph has a cycle through {_label(dep)}")
                 if state.get(id(dep)) != 2:
                     state[id(dep)] = 1
                     stack.append((dep, iter(dep.input)))
@@ -179,9 +200,17 @@ def _topological(graph: onnx.GraphProto, source: str) -> list[onnx.NodeProto]:
     return order
 
 
+def _label(node: onnx.NodeProto) -> str:
+    """How messages name an ONNX node: "node 'conv1' (Conv)"."""
+    name = node.name or (node.output[0] if node.output and node.output[0] else node.op_type)
+    return f"node '{shown(name)}' ({shown(node.op_type)})"
+
+
 def _convert(ctx: ImportContext, proto: onnx.NodeProto) -> None:
-    node = OnnxNode(proto, ctx)
+    label = _label(proto)
+    check_node(proto, ctx.opset, f"{ctx.source}: {label}")
     try:
+        node = OnnxNode(proto, ctx)
         with ctx.function.from_origin(Origin(node.name, node.op_type)):
             produced = CONVERTERS[proto.op_type](node)
     except (NeedsConstantError, UnsupportedError):
@@ -189,14 +218,14 @@ def _convert(ctx: ImportContext, proto: onnx.NodeProto) -> None:
     except GlowError as err:
         # Name the ONNX node the user knows, not the graph node the converter made.
         message = re.sub(r"^node '[^']*' \([A-Za-z0-9_]+\): ", "", str(err))
-        raise type(err)(f"{ctx.source}: node '{node.name}' ({node.op_type}): {message}") from None
+        raise type(err)(f"{ctx.source}: {label}: {message}") from None
     results = produced if isinstance(produced, (list, tuple)) else [produced]
     for name, value in zip(node.output_names, results):
         if name and value is not None:
             ctx.env[name] = value
     for name in node.output_names[len(results):]:
         if name:
-            raise node.unsupported(f"output '{name}' is not produced by glowsdk")
+            raise node.unsupported(f"output '{shown(name)}' is not produced by glowsdk")
 
 
 def _check_declared_output(value: onnx.ValueInfoProto, produced: NodeValue, source: str) -> None:
@@ -209,7 +238,7 @@ def _check_declared_output(value: onnx.ValueInfoProto, produced: NodeValue, sour
     fits = dims is None or (len(dims) == actual.rank and all(
         not isinstance(d, int) or d == a for d, a in zip(dims, actual.shape)))
     if plain != elem or not fits:
-        raise GraphError(f"{source}: output '{value.name}' is declared {elem.value}<{_fmt(dims or [])}>, "
+        raise GraphError(f"{source}: output '{shown(value.name)}' is declared {elem.value}<{_fmt(dims or [])}>, "
                          f"but the graph computes {actual}")
 
 

@@ -10,8 +10,6 @@ import math
 from typing import Sequence
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 
 from ....graph.node import Node, NodeValue
 from ....graph.nodes import tensor as t
@@ -324,7 +322,7 @@ def _constant(node: OnnxNode):
     if name == "value":
         array = value
     elif name == "sparse_value":
-        array = _dense(value)
+        array = value  # made dense when the attribute was read
     elif name in _LIST_ATTRS:
         array = np.array(value, dtype=_LIST_ATTRS[name])
     elif name in ("value_string", "value_strings"):
@@ -332,17 +330,6 @@ def _constant(node: OnnxNode):
     else:
         raise node.error(f"unknown attribute '{name}'")
     return _new_constant(node, array, "value")
-
-
-def _dense(sparse: onnx.SparseTensorProto) -> np.ndarray:
-    """A SparseTensorProto as a dense array (indices are linear or one coordinate row per value)."""
-    values = numpy_helper.to_array(sparse.values)
-    indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
-    dims = tuple(int(d) for d in sparse.dims)
-    dense = np.zeros(math.prod(dims), dtype=values.dtype)
-    flat = indices if indices.ndim == 1 else np.ravel_multi_index(tuple(indices.T), dims)
-    dense[flat] = values
-    return dense.reshape(dims)
 
 
 @converter("ConstantOfShape")
@@ -378,9 +365,12 @@ def _range(node: OnnxNode):
     if start.dtype.kind in "iu":
         first, step = int(start), int(delta)
         count = max(0, -((first - int(limit)) // step))
-        values = first + np.arange(count, dtype=np.int64) * step
     else:
         first, step = float(start), float(delta)
-        count = max(0, math.ceil((float(limit) - first) / step))
-        values = first + np.arange(count, dtype=np.float64) * step
+        span = (float(limit) - first) / step
+        if not math.isfinite(span):
+            raise node.error(f"start {first}, limit {float(limit)} and delta {step} give no finite length")
+        count = max(0, math.ceil(span))
+    node.check_size([count], ElemKind.from_dtype(start.dtype))  # before arange allocates
+    values = first + np.arange(count, dtype=np.int64 if start.dtype.kind in "iu" else np.float64) * step
     return _new_constant(node, values.astype(start.dtype), "range")
