@@ -10,7 +10,9 @@ negative and huge dims, truncated or mislabelled tensor data, missing inputs, va
 twice, external-data fields, opsets). It goes through `glowsdk.load` and, when small,
 `glowsdk.compile(net, "interpreter")`, in worker processes whose address space is capped at
 `--memory-mb`, so a model that makes glowsdk allocate beyond it shows up as a MemoryError
-(verdict "memory") instead of taking the machine down. Verdicts (tests/fuzz/onnx_harness.py):
+(verdict "memory") instead of taking the machine down; the workers' size guard
+(GLOWSDK_MAX_TENSOR_BYTES) is 256 MiB, far below that limit, so an allocation that slips past the
+guard is caught. Verdicts (tests/fuzz/onnx_harness.py):
 ok, error (a one-line GlowError), crash (anything else, or a multi-line GlowError), memory.
 Crashes and memory blow-ups are grouped by root cause: the exception type and the innermost
 glowsdk frame raising it. Mutant `i` of seed `s` is always the same model, so `--replay i`
@@ -44,9 +46,15 @@ BATCH = 25
 _FOLDER = ""
 
 
+GUARD_BYTES = 256 << 20
+"""The workers' GLOWSDK_MAX_TENSOR_BYTES: far below the address-space limit, so anything that
+allocates past the size guard (or around it) runs into the limit and is reported."""
+
+
 def _start_worker(memory_mb: int) -> None:
     global _FOLDER
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("GLOWSDK_MAX_TENSOR_BYTES", str(GUARD_BYTES))
     _FOLDER = tempfile.mkdtemp(prefix="glowfuzz-")
     if memory_mb:
         limit_memory(memory_mb)

@@ -9,13 +9,15 @@ timeout. Verdicts:
 - error: a GlowError with a one-line message, what bad input must give;
 - crash: any other exception, or a GlowError whose message spans several lines;
 - memory: MemoryError, i.e. an allocation above the address-space limit the driver sets
-  (`limit_memory`), so the model asked for memory no check refused first.
+  (`limit_memory`), so the model asked for memory no check refused first; or a network that
+  loaded with a value above the size guard's limit (what compiling or running it would allocate).
 
 A crash's root-cause key is the exception type and the innermost glowsdk frame raising it, so
 one bug hit by a thousand mutants counts once.
 """
 from __future__ import annotations
 
+import math
 import os
 import random
 import resource
@@ -28,6 +30,10 @@ from glowsdk.errors import GlowError
 
 from .onnx_mutations import mutate
 from .onnx_seeds import seeds
+
+DEFAULT_LIMIT = 1 << 31
+"""The size guard's documented default (glowsdk/frontend/onnx/tensors.py); restated here, since the
+harness judges glowsdk rather than asking it."""
 
 COMPILE_BUDGET = 1 << 22
 """Networks whose values hold more elements than this in total are loaded, not compiled."""
@@ -57,8 +63,30 @@ def _root_cause(err: BaseException) -> str:
     return f"{type(err).__name__} @ {at}"
 
 
+def _values(net):
+    """(kind, type) of every value of the loaded network: node results and constants."""
+    for node in net.function.nodes:
+        for value in node.results:
+            yield node.kind, value.type
+    for const in net.module.constants.values():
+        yield "Constant", const.type
+
+
+def _nbytes(type_) -> int:
+    return math.prod(type_.shape) * type_.elem.itemsize  # exact, where numpy's int64 product wraps
+
+
 def _total_elements(net) -> int:
-    return sum(v.type.size for node in net.function.nodes for v in node.results)
+    return sum(math.prod(t.shape) for _, t in _values(net))
+
+
+def _oversized(net) -> Outcome | None:
+    """A `memory` outcome if the network holds a value above the size guard's limit."""
+    limit = int(os.environ.get("GLOWSDK_MAX_TENSOR_BYTES", "") or DEFAULT_LIMIT)
+    for kind, type_ in _values(net):
+        if _nbytes(type_) > limit:
+            return Outcome("memory", f"accepted an oversized {kind}", f"{type_} above {limit} bytes")
+    return None
 
 
 def run_model(folder: str, data: bytes, files: dict[str, bytes], compile_: bool = True) -> Outcome:
@@ -73,6 +101,9 @@ def run_model(folder: str, data: bytes, files: dict[str, bytes], compile_: bool 
         f.write(data)
     try:
         net = glowsdk.load(path)
+        oversized = _oversized(net)
+        if oversized is not None:
+            return oversized
         if compile_ and _total_elements(net) <= COMPILE_BUDGET:
             glowsdk.compile(net, "interpreter", fallback=None)
     except GlowError as err:

@@ -34,6 +34,7 @@ keepdims=2 as false, a C++ reading as true: neither is what the model meant)."""
 
 _SINGLE = onnx.defs.OpSchema.FormalParameterOption.Single
 _VARIADIC = onnx.defs.OpSchema.FormalParameterOption.Variadic
+_OPTIONAL = onnx.defs.OpSchema.FormalParameterOption.Optional
 _TYPE_NAMES = {int(v): k for k, v in onnx.AttributeProto.AttributeType.items()}
 
 
@@ -129,15 +130,20 @@ def check_node(node: onnx.NodeProto, opset: int, label: str) -> None:
 
 def _check_arity(node: onnx.NodeProto, schema: onnx.defs.OpSchema, label: str) -> None:
     inputs, outputs = list(node.input), list(node.output)
-    while inputs and not inputs[-1] and len(inputs) > schema.min_input:
+    formals = list(schema.inputs)
+
+    def formal(i: int):
+        return formals[min(i, len(formals) - 1)] if formals else None
+
+    while inputs and not inputs[-1] and formal(len(inputs) - 1) is not None \
+            and formal(len(inputs) - 1).option == _OPTIONAL:
         inputs.pop()  # trailing "" is how an exporter omits optional inputs
     if not schema.min_input <= len(inputs) <= schema.max_input:
         raise GraphError(f"{label}: takes {_range(schema.min_input, schema.max_input)} inputs, got {len(inputs)}")
-    formals = list(schema.inputs)
     for i, name in enumerate(inputs):
-        formal = formals[min(i, len(formals) - 1)] if formals else None
-        if not name and formal is not None and formal.option in (_SINGLE, _VARIADIC):
-            raise GraphError(f"{label}: input {i} ({formal.name}) is required, but its name is empty")
+        if not name and formal(i) is not None and formal(i).option in (_SINGLE, _VARIADIC):
+            formal_name = formal(i).name
+            raise GraphError(f"{label}: input {i} ({formal_name}) is required, but its name is empty")
     if not schema.min_output <= len(outputs) <= schema.max_output:
         raise GraphError(f"{label}: has {len(outputs)} outputs, the op defines "
                          f"{_range(schema.min_output, schema.max_output)}")
