@@ -327,17 +327,19 @@ def tensor_data(rng, m):
 
 
 def shape_values(rng, m):
-    """An integer initializer (a shape, a count, axes...) gets huge or negative entries:
-    Range to 2^40, ConstantOfShape [2^20, 1280], Expand/Tile by 2^31."""
-    ints = [t for t in _tensors(m) if t.data_type in (TensorProto.INT64, TensorProto.INT32) and not t.external_data]
-    if not ints:
+    """A small initializer (a shape, a count, axes, scales...) gets huge, negative or non-finite
+    entries: Range to 2^40, ConstantOfShape [2^20, 1280], Expand/Tile by 2^31, Resize by NaN."""
+    small = [t for t in _tensors(m) if not t.external_data and 0 < np.prod(t.dims) <= 8
+             and t.data_type in (TensorProto.INT64, TensorProto.INT32, TensorProto.FLOAT)]
+    if not small:
         return False
-    t = rng.choice(ints)
+    t = rng.choice(small)
     array = numpy_helper.to_array(t).copy()
-    if array.size == 0:
-        return False
-    info = np.iinfo(array.dtype)
-    picks = [v for v in HUGE_INTS + [1280, 1 << 20] if info.min <= v <= info.max]
+    if array.dtype.kind == "f":
+        picks = ODD_FLOATS + [1e10, 65536.0]
+    else:
+        info = np.iinfo(array.dtype)
+        picks = [v for v in HUGE_INTS + [1280, 1 << 20] if info.min <= v <= info.max]
     flat = array.reshape(-1)
     for _ in range(rng.choice([1, 1, 2])):
         flat[rng.randrange(flat.size)] = rng.choice(picks)

@@ -62,8 +62,8 @@ def _shape_and_scales(node: OnnxNode, in_shape: tuple[int, ...], axes: list[int]
         raise node.unsupported(f"resizing an axis of size 0 (input shape {list(in_shape)})")
     if scales is not None:
         _check_length(node, "scales", scales, len(axes))
-        if np.any(scales <= 0):
-            raise node.error(f"scales {scales.tolist()} must be positive")
+        if not np.all((scales > 0) & np.isfinite(scales)):
+            raise node.error(f"scales {scales.tolist()} must be positive and finite")
         for axis, scale in zip(axes, scales.tolist()):
             full_scales[axis] = scale
             shape[axis] = int(scale * in_shape[axis])
@@ -140,8 +140,8 @@ def _legacy(node: OnnxNode, x: NodeValue, scales, downsampling_ceil: bool) -> No
     scales = np.asarray(scales, dtype=np.float32)
     rank = x.type.rank
     _check_length(node, "scales", scales, rank)
-    if np.any(scales <= 0):
-        raise node.error(f"scales {scales.tolist()} must be positive")
+    if not np.all((scales > 0) & np.isfinite(scales)):
+        raise node.error(f"scales {scales.tolist()} must be positive and finite")
     shrinking = [a for a in range(rank) if scales[a] < 1] if downsampling_ceil and mode == "nearest" else []
     groups = [("floor", [a for a in range(rank) if a not in shrinking]), ("ceil", shrinking)]
     groups = [(rounding, axes) for rounding, axes in groups if axes]

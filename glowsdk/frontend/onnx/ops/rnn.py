@@ -94,6 +94,9 @@ def _convert(node: OnnxNode):
     layout = int(node.attr("layout", 0))
     if x.type.rank != 3:
         raise node.error(f"X must have rank 3, got {x.type}")
+    for what, value in (("W", node.input(1)), ("R", recurrence)):
+        if value.type.rank != 3:
+            raise node.error(f"{what} must have rank 3, got {value.type}")
     seq, batch = x.type.shape[:2] if layout == 0 else x.type.shape[1::-1]
     attrs = dict(_activations(node, defaults, dirs), direction=direction, layout=layout,
                  hidden_size=int(node.attr("hidden_size", recurrence.type.shape[-1])))
