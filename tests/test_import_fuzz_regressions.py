@@ -158,6 +158,7 @@ def test_size_guard_before_any_allocation(monkeypatch):
             "input 'x'")
     huge = header("w", [1 << 40])
     refused(model([helper.make_node("Add", ["x", "w"], ["y"])], inits=[huge]), UnsupportedError, "initializer 'w'")
+    refused(_shape_input("ConstantOfShape", [0, 1 << 62]), UnsupportedError, "node 'big' (ConstantOfShape)")
     # the limit is the environment's to set
     small = _shape_input("ConstantOfShape", [64, 64])
     glowsdk.load(small)

@@ -47,10 +47,12 @@ def _bits(elem: ElemKind) -> int:
 
 
 def check_size(shape: Sequence[int], elem: ElemKind, where: str) -> None:
-    """GraphError for a negative dim, UnsupportedError for a tensor above the size limit."""
+    """ModelFileError for a negative dim, UnsupportedError for a tensor above the size limit (an empty
+    tensor's dims count too: each 0 as 1)."""
     if any(d < 0 for d in shape):
         raise ModelFileError(f"{where}: shape {list(shape)} has a negative dimension")
-    count = math.prod(shape)
+    # zeros count as ones: a shape like [0, 2^70] holds nothing, but its strides overflow int64
+    count = math.prod(max(d, 1) for d in shape)
     nbytes = -(-count * _bits(elem) // 8)
     limit = max_tensor_bytes()
     if nbytes > limit:
