@@ -8,8 +8,8 @@
    the parts form a DAG, and independent branches of one side share a part (fewer, larger parts).
 3. Cost. Each target part, taken one island (a connected group of target nodes) at a time so that
    unrelated work does not share a verdict, pays a launch and its border bytes over the target's
-   link, and stays when the time it saves on the fallback is larger. The part with the worst
-   balance goes back to the fallback and the parts are formed again (neighbours may merge), until
+   link, and stays when the time it saves on the fallback is larger. The parts that do not pay go
+   back to the fallback and the parts are formed again (stages shift, target parts may merge), until
    every target part pays for itself: a lone element-wise op between two fallback nodes never makes
    a round trip, and a recurrent cell cut into one part per time step pays a launch per step.
    Finally, target parts of one stage are merged (one launch for independent branches).
@@ -180,9 +180,10 @@ def place(graph: Function, backend: Backend, fallback: Backend) -> Placement:
         losers = [c for c in costs if c.side == TARGET and c.gain <= 0]
         if not losers:
             break
-        for node in min(losers, key=lambda c: c.gain).nodes:
-            sides[id(node)] = FALLBACK
-        moved += 1
+        for loser in losers:  # moving one changes no other's border: each crossing edge stays crossing
+            for node in loser.nodes:
+                sides[id(node)] = FALLBACK
+        moved += len(losers)
     assignment, part_sides = parts_of(graph, sides)
     costs = part_costs(graph, assignment, part_sides, target_info, fallback_info)
     return Placement(sides, assignment, part_sides, costs, unsupported, moved)
