@@ -205,7 +205,7 @@ def test_json_round_trip(saved_profile, tmp_path):
     text = path.read_text()
     assert text == format_profile(profile)
     data = json.loads(text)
-    assert (data["format"], data["version"], data["histogram_bins"]) == ("glowsdk-profile", 1, 2048)
+    assert (data["format"], data["version"], data["histogram_bins"]) == ("glowsdk-profile", 2, 2048)
     assert data["glowsdk_version"] == glowsdk.__version__
     loaded = load_profile(path)
     assert format_profile(loaded) == text
@@ -227,7 +227,7 @@ def edited(path, tmp_path, edit) -> str:
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda d: d.update(version=2), "bad.json: version: profile format version 2; this glowsdk reads version 1"),
+    (lambda d: d.update(version=3), "bad.json: version: profile format version 3; this glowsdk reads versions 1, 2"),
     (lambda d: d.update(format="other"), "bad.json: format: expected 'glowsdk-profile', got \"other\""),
     (lambda d: d.pop("calibration"), "bad.json: missing key 'calibration'"),
     (lambda d: d["values"][1].pop("max"), "bad.json: values[1] ('{name}'): missing key 'max'"),

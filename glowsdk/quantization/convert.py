@@ -36,7 +36,7 @@ from ..graph.table import KindTable
 from ..graph.types import ElemKind, Type
 from ..reference.registry import KERNELS
 from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params, weight_bounds, weight_params
-from .profile import Profile
+from .profile import Profile, check_profile_graph
 
 Rule = Callable[["Quantizer", Node], "dict[NodeValue, NodeValue] | NodeValue | None"]
 RULES = KindTable("a quantization rule")
@@ -240,7 +240,9 @@ class Quantizer:
         return node.kind in keep or node.name in keep or node.name.split("/")[0] in keep
 
     def run(self) -> QuantizationReport:
-        """Convert every node that can be; GlowError if the profile or --keep-float match nothing."""
+        """Convert every node that can be; GlowError if the profile was made for another graph, or if
+        it or --keep-float match nothing."""
+        check_profile_graph(self.config.profile, self.function)
         kinds = sorted({n.kind for n in self.function.nodes if self.has_rule(n)})
         used_keep: set[str] = set()
         for node in list(self.function.nodes):

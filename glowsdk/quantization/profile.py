@@ -11,9 +11,10 @@ counts stay exact as the range grows).
 
 The file is JSON, one value per line, versioned by `FORMAT` and `VERSION`:
 
-    {"format": "glowsdk-profile", "version": 1, "glowsdk_version": "0.1.0",
+    {"format": "glowsdk-profile", "version": 2, "glowsdk_version": "0.1.0",
      "model": {"source": "resnet50", "target": "interpreter", ...},
      "calibration": {"count": 8, "how": "random normal inputs, seed 0"},
+     "graph": {"fingerprint": "3f2a...(64 hex digits)"},
      "histogram_bins": 2048,
      "values": [
       {"name": "n0", "node": "Conv", "elem": "float32", "shape": [1, 64, 112, 112],
@@ -25,9 +26,22 @@ Bin i of a histogram covers [edge + i*width, edge + (i+1)*width); its counts add
 up to count - nan - pos_inf - neg_inf. `min` and `max` are null when no finite
 value was seen. Loading reads JSON only (never pickle) and reports the first
 problem in one line naming the file and the key.
+
+The graph fingerprint says which graph the profile was made for, so that a profile of
+another model is refused rather than applied wherever its value names (`n3`) happen to
+match: a SHA-256 over each value's name, producing kind, element kind and rank (the
+lowered graph the profile was collected on). Shapes beyond the rank are left out: a
+profile taken at one batch size quantizes the model at another. Quantizing checks it
+(`check_profile_graph`): an equal fingerprint is the same graph; otherwise the values are
+compared by the input or imported node they come from (`n5`, `n5/div3`), and each must
+agree, except where one target keeps a node whole (`n5`, a Softmax) that the other lowers
+(`n5/exp3`, ...), which is how targets' graphs of one model differ. Version 1 files have no
+"graph" key; their fingerprint is computed from their values (the same records), so they
+are checked alike, with no warning.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -37,10 +51,14 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import atomic_write
+from ..graph.function import Function
 from .histogram import DEFAULT_BINS, Histogram
+from .instrument import profiled_values
 
 FORMAT = "glowsdk-profile"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Version 1: no "graph" key (its fingerprint is computed from the values)."""
 
 
 class ValueProfile:
@@ -115,14 +133,98 @@ class Profile:
     def __len__(self) -> int:
         return len(self.values)
 
+    def signature(self) -> Signature:
+        """What the profile records of each value of the graph it was made for."""
+        return {v.name: (v.node, v.elem, len(v.shape)) for v in self.values.values()}
+
+    @property
+    def fingerprint(self) -> str:
+        """The fingerprint of the graph the profile was made for (see the module docstring)."""
+        return graph_fingerprint(self.signature())
+
     def widest(self, n: int = 10) -> list[ValueProfile]:
         """The `n` values with the widest [min, max] ranges, widest first."""
         return sorted(self.values.values(), key=lambda v: -v.range)[:n]
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "glowsdk_version": self.glowsdk_version,
-                "model": self.model, "calibration": self.calibration, "histogram_bins": self.bins,
-                "values": [v.to_json() for v in self.values.values()]}
+                "model": self.model, "calibration": self.calibration, "graph": {"fingerprint": self.fingerprint},
+                "histogram_bins": self.bins, "values": [v.to_json() for v in self.values.values()]}
+
+
+Signature = dict[str, tuple[str, str, int]]
+"""Value name -> (producing node kind, "Placeholder" for an input; element kind; rank)."""
+
+
+def graph_signature(function: Function) -> Signature:
+    """What a profile of `function` (lowered, optimised) would record of its values: the float inputs
+    and every profiled value."""
+    found: Signature = {p.name: ("Placeholder", p.type.elem.value, len(p.type.shape))
+                        for p in function.module.placeholders.values() if not p.is_output and p.type.elem.is_float}
+    found.update({v.name: (v.node.kind, v.type.elem.value, len(v.type.shape)) for v in profiled_values(function)})
+    return found
+
+
+def _origin(name: str, kind: str) -> str:
+    """The input, or the imported node, a value comes from: `n5` for `n5`, `n5/div3` and `n5.y`."""
+    return name if kind == "Placeholder" else name.split("/")[0].split(".")[0]
+
+
+def graph_fingerprint(signature: Signature) -> str:
+    """SHA-256 over every value's name, producing kind, element kind and rank, in name order."""
+    rows = sorted([name, kind, elem, rank] for name, (kind, elem, rank) in signature.items())
+    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
+
+
+def _by_origin(signature: Signature) -> dict[str, Signature]:
+    grouped: dict[str, Signature] = {}
+    for name, entry in signature.items():
+        grouped.setdefault(_origin(name, entry[0]), {})[name] = entry
+    return grouped
+
+
+def _describe(entry: tuple[str, str, int]) -> str:
+    kind, elem, rank = entry
+    return f"{'an input' if kind == 'Placeholder' else kind} of {elem}, rank {rank}"
+
+
+def _names(values: Signature) -> str:
+    names = sorted(values)
+    return ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+
+
+def _difference(origin: str, here: Signature, there: Signature) -> str | None:
+    """How the values from one input or imported node differ between the graph and the profile, or None
+    when they agree: equal, or one graph keeps the node whole where the other lowers it (targets differ)."""
+    if here == there:
+        return None
+    if not there:
+        return f"'{origin}' is in this graph and not in the profile"
+    if not here:
+        return f"'{origin}' is in the profile and not in this graph"
+    for name in here.keys() & there.keys():
+        if here[name] != there[name]:
+            return f"value '{name}' is {_describe(here[name])} here, {_describe(there[name])} in the profile"
+    kept_here, kept_there = (all("/" not in name for name in side) for side in (here, there))
+    if kept_here != kept_there:
+        return None
+    return f"'{origin}' is {_names(here)} here, {_names(there)} in the profile"
+
+
+def check_profile_graph(profile: Profile, function: Function) -> None:
+    """GlowError (one line) if `profile` was made for another graph than `function` (lowered, optimised,
+    about to be quantized). A profile naming none of its values is left to the quantizer, which says so."""
+    here = graph_signature(function)
+    mine, made_for = graph_fingerprint(here), profile.fingerprint
+    if mine == made_for or not here.keys() & profile.values.keys():
+        return
+    ours, theirs = _by_origin(here), _by_origin(profile.signature())
+    for origin in [*ours, *(o for o in theirs if o not in ours)]:
+        why = _difference(origin, ours.get(origin, {}), theirs.get(origin, {}))
+        if why is not None:
+            raise GlowError(f"the profile (of {profile.model.get('source', 'a model')}) was made for another graph "
+                            f"(fingerprint {made_for[:12]}, this graph's {mine[:12]}): {why}; profile this model "
+                            f"with these options")
 
 
 def format_profile(profile: Profile) -> str:

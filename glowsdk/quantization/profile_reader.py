@@ -13,9 +13,11 @@ import numpy as np
 
 from ..errors import GlowError
 from .histogram import Histogram
-from .profile import FORMAT, VERSION, Profile, ValueProfile
+from .profile import FORMAT, READABLE_VERSIONS, Profile, ValueProfile
 
 _HEADER_KEYS = ("format", "version", "glowsdk_version", "model", "calibration", "histogram_bins", "values")
+_GRAPH_KEYS = ("fingerprint",)
+"""Version 2 adds "graph" to the header (version 1 files have none)."""
 _VALUE_KEYS = ("name", "node", "elem", "shape", "count", "min", "max", "nan", "pos_inf", "neg_inf", "histogram")
 _HISTOGRAM_KEYS = ("edge", "width", "counts")
 
@@ -89,10 +91,11 @@ def read_profile(path: str) -> Profile:
         raise reader.fail("", f"expected a JSON object, got {_json_kind(data)}")
     if data.get("format") != FORMAT:
         raise reader.fail("format", f"expected '{FORMAT}', got {json.dumps(data.get('format'))}: not a profile")
-    if data.get("version") != VERSION:
-        raise reader.fail("version", f"profile format version {json.dumps(data.get('version'))}; "
-                                     f"this glowsdk reads version {VERSION}")
-    reader.keys(data, _HEADER_KEYS, "")
+    version = data.get("version")
+    if type(version) is not int or version not in READABLE_VERSIONS:
+        raise reader.fail("version", f"profile format version {json.dumps(version)}; this glowsdk reads "
+                                     f"versions {', '.join(map(str, READABLE_VERSIONS))}")
+    reader.keys(data, _HEADER_KEYS + (("graph",) if version >= 2 else ()), "")
     for key in ("model", "calibration"):
         reader.keys(data[key], (), key)
     bins = reader.integer(data["histogram_bins"], "histogram_bins", minimum=2)
@@ -105,6 +108,13 @@ def read_profile(path: str) -> Profile:
         if value.name in profile.values:
             raise reader.fail(f"values[{i}]", f"value '{value.name}' appears twice")
         profile.values[value.name] = value
+    if version >= 2:
+        graph = reader.keys(data["graph"], _GRAPH_KEYS, "graph")
+        recorded = reader.string(graph["fingerprint"], "graph.fingerprint")
+        if recorded != profile.fingerprint:
+            raise reader.fail("graph.fingerprint", f"{recorded[:12]}... is not the fingerprint of the graph its "
+                                                   f"values describe ({profile.fingerprint[:12]}...): the file was "
+                                                   f"edited or assembled from several profiles")
     return profile
 
 
