@@ -80,13 +80,21 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise GlowError("compile needs a MODEL (an .onnx file or a bundled name)")
     after = _pass_names("--dump-after", args.dump_after, PASSES)
     ir_after = _pass_names("--dump-ir-after", args.dump_ir_after, IR_PASSES)
+    # the destinations and --config are checked before the model is loaded and calibrated (the npu target
+    # calibrates on random inputs when given no profile): a typo fails at once, not after the calibration
     if args.dump_dir:
         check_writable_folder(args.dump_dir, "--dump-dir")
     if args.bundle:
         check_writable_folder(args.bundle, "--bundle")
+    for flag, path in (("--dump-llvm", args.dump_llvm), ("--dump-asm", args.dump_asm), ("-o", args.o)):
+        if path:
+            check_writable_file(path, flag)
+    if args.config:
+        options.check_config(args.config)
+    backend = get_backend(args.target)
+    extra = options.backend_options(args, cache=not args.dump_ir)  # a cache hit builds no IR
     network = options.load_network(args)
     quantization = options.quantization_config(args, network)
-    backend = get_backend(args.target)
     counts: dict[str, dict[str, int]] = {}
     render = format_dot if args.dump_graph == "dot" else format_function
 
@@ -114,15 +122,11 @@ def cmd_compile(args: argparse.Namespace) -> int:
     manager = PassManager(dump_after=after, dump=dump)
     ir_manager = PassManager(registry=IR_PASSES, dump_after=ir_after,
                              dump=lambda label, ir: emit(f"ir {label}", format_ir(ir)))
-    extra = options.backend_options(args, cache=not args.dump_ir)  # a cache hit builds no IR
     if args.dump_llvm:  # backend-specific: the cpu target writes its LLVM module there
-        check_writable_file(args.dump_llvm, "--dump-llvm")
         extra["dump_llvm"] = args.dump_llvm
     if args.dump_asm:  # backend-specific: the cpu target writes the host assembly there
-        check_writable_file(args.dump_asm, "--dump-asm")
         extra["dump_asm"] = args.dump_asm
-    if args.o:  # written after compiling by the compiled function itself (the npu target: its .npub)
-        check_writable_file(args.o, "-o")
+    # -o is written after compiling by the compiled function itself (the npu target: its .npub)
     if args.config:  # backend-specific: the npu target's architecture
         extra["config"] = args.config
     compiled = compile_function(network.function, backend, CompileOptions(extra=extra, ir_passes=ir_manager),

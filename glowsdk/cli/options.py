@@ -102,6 +102,13 @@ def quantization_config(args: argparse.Namespace, network):
                               per_channel=args.per_channel, keep_float=keep)
 
 
+def check_config(text: str) -> None:
+    """GlowError (isa's ConfigError) now if `--config` names no preset and no readable configuration file."""
+    from isa.config import resolve_config
+
+    resolve_config(text)
+
+
 def add_cache_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true",
                    help="targets with a compile cache (cpu): compile afresh, neither load nor store "

@@ -100,6 +100,8 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
     if args.json:
         check_writable_file(args.json, "--json")
     counts = parse_devices(args.devices)
+    if "npu" in counts:   # before the model is loaded and calibrated
+        options.check_config(args.config)
     args.target = "npu" if "npu" in counts else "cpu"
     network = options.load_network(args)
     quantization = options.quantization_config(args, network) if "npu" in counts else None
