@@ -18,7 +18,8 @@ Crashes and memory blow-ups are grouped by root cause: the exception type and th
 glowsdk frame raising it. Mutant `i` of seed `s` is always the same model, so `--replay i`
 reproduces any line of the table. The exit code is 1 if anything crashed or blew up.
 
-The long run (issue 22), about 3 minutes on 2 cores:
+The long run (issue 22), about a minute on 2 cores (0 crashes, 0 memory blow-ups, 8371 one-line
+errors and 1629 models that load, at seed 0):
 
     python bench/fuzz_onnx.py --count 10000 --seed 0 --jobs 2
 
