@@ -132,7 +132,8 @@ def attr_retype(rng, m):
     new = _odd_attribute(rng, m, attr.name)
     if rng.random() < 0.3:
         new.CopyFrom(attr)
-        new.type = rng.choice([A.SPARSE_TENSOR, A.UNDEFINED, A.STRING, A.INTS, A.TENSOR])  # type says one, fields another
+        # the type says one thing, the fields another
+        new.type = rng.choice([A.SPARSE_TENSOR, A.UNDEFINED, A.STRING, A.INTS, A.TENSOR])
     attr.CopyFrom(new)
     return True
 
