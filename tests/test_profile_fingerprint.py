@@ -12,7 +12,12 @@ from onnx import TensorProto, helper, numpy_helper
 import glowsdk
 from glowsdk.cli.main import main
 from glowsdk.errors import GlowError
-from glowsdk.quantization import QuantizationConfig, collect_profile, load_profile, save_profile
+from glowsdk.quantization import (
+    QuantizationConfig,
+    collect_profile,
+    load_profile,
+    save_profile,
+)
 from glowsdk.zoo.digits import digits_model_path
 
 

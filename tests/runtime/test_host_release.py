@@ -11,9 +11,14 @@ from nets import digits, quantization
 from onnx import TensorProto, helper, numpy_helper
 
 import glowsdk
-from firmware_runtime import NpuDevice
+from firmware_runtime import ErrorKind, Injection, NpuDevice
 from glowsdk.errors import GlowError
-from glowsdk.runtime import CpuDeviceManager, HostManager, NpuDeviceManager, RequestFailed
+from glowsdk.runtime import (
+    CpuDeviceManager,
+    HostManager,
+    NpuDeviceManager,
+    RequestFailed,
+)
 
 
 def branch_net() -> glowsdk.api.Network:
@@ -122,8 +127,6 @@ def test_close_after_a_failed_request_gives_every_byte_back():
 
 
 def test_remove_network_after_failures_on_every_npu_frees_everything():
-    from firmware_runtime import ErrorKind, Injection
-
     devices = [NpuDeviceManager(NpuDevice(name=f"npu{i}", heap_bytes=1 << 20)) for i in range(2)]
     with HostManager(devices + [CpuDeviceManager()], retry=False) as host:
         host.add_network("digits", digits(), quantization(digits()))

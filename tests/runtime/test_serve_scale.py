@@ -59,7 +59,7 @@ def test_serve_bench_on_many_devices_fits_in_a_few_gigabytes(tmp_path):
     out = tmp_path / "report.json"
     done = subprocess.run([sys.executable, "-m", "glowsdk", "serve-bench", str(model), "--devices", "npu:40,cpu:1",
                            "--requests", "20", "--calibration-random", "2", "--check", "--json", str(out)],
-                          capture_output=True, text=True, timeout=600, preexec_fn=_limit_memory)
+                          capture_output=True, text=True, timeout=600, preexec_fn=_limit_memory, check=False)
     assert done.returncode == 0, done.stderr
     report = json.loads(out.read_text())
     assert report["requests"] == 20 and report["mismatches"] == 0
