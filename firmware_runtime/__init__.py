@@ -20,5 +20,5 @@ from .errors import (
 from .faults import Injection
 from .loader import LoadedNetwork
 
-__all__ = ["AllocatorStats", "BackedDram", "Block", "DeviceError", "DeviceFault", "DeviceRun", "DramAllocator", "ErrorKind",
-           "FirmwareError", "Injection", "LoadError", "LoadedNetwork", "NpuDevice", "OutOfDeviceMemory"]
+__all__ = ["AllocatorStats", "BackedDram", "Block", "DeviceError", "DeviceFault", "DeviceRun", "DramAllocator",
+           "ErrorKind", "FirmwareError", "Injection", "LoadError", "LoadedNetwork", "NpuDevice", "OutOfDeviceMemory"]
