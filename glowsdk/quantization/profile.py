@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,9 +166,18 @@ def graph_signature(function: Function) -> Signature:
     return found
 
 
+_LOWERED = re.compile(r"(/[a-z_]+\d+|\.[A-Za-z_]\w*)$")
+"""A suffix lowering or a multi-result node adds to a name: `/div3` (Lowerer names), `.y` (a result)."""
+
+
 def _origin(name: str, kind: str) -> str:
-    """The input, or the imported node, a value comes from: `n5` for `n5`, `n5/div3` and `n5.y`."""
-    return name if kind == "Placeholder" else name.split("/")[0].split(".")[0]
+    """The input, or the imported node, a value comes from: `n5` for `n5`, `n5/div3` and `n5.y`; ONNX names
+    hold slashes of their own (`/layers.0/Add`), so only the suffixes lowering adds are taken off."""
+    if kind == "Placeholder":
+        return name
+    while (stripped := _LOWERED.sub("", name)) != name:
+        name = stripped
+    return name
 
 
 def graph_fingerprint(signature: Signature) -> str:
@@ -195,7 +205,9 @@ def _names(values: Signature) -> str:
 
 def _difference(origin: str, here: Signature, there: Signature) -> str | None:
     """How the values from one input or imported node differ between the graph and the profile, or None
-    when they agree: equal, or one graph keeps the node whole where the other lowers it (targets differ)."""
+    when they agree: every value both sides hold is alike, and either one side keeps the node whole where
+    the other lowers it, or both lower it into partly the same values (targets differ in what they keep
+    below it: an LSTM's gates kept as Sigmoid on one, lowered on another)."""
     if here == there:
         return None
     if not there:
@@ -205,9 +217,9 @@ def _difference(origin: str, here: Signature, there: Signature) -> str | None:
     for name in here.keys() & there.keys():
         if here[name] != there[name]:
             return f"value '{name}' is {_describe(here[name])} here, {_describe(there[name])} in the profile"
-    kept_here, kept_there = (all("/" not in name for name in side) for side in (here, there))
-    if kept_here != kept_there:
-        return None
+    kept_here, kept_there = (any(name == origin for name in side) for side in (here, there))
+    if kept_here != kept_there or here.keys() & there.keys():
+        return None  # one target keeps the node whole, or both lower it, differently in part: shared values agree
     return f"'{origin}' is {_names(here)} here, {_names(there)} in the profile"
 
 
