@@ -5,19 +5,61 @@
 
 data.npz holds one array per model input (by input name, examples along dim 0) and
 `target`: int labels for cross_entropy, arrays shaped like the output for regression.
+
+Bad hyper-parameters are refused as the arguments are parsed, data holding NaN or
+infinities as it is read, and a run whose loss or weights stop being finite stops
+with the epoch and step; in every case before anything is written.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from ..errors import GlowError
-from ..files import check_writable_file
+from ..files import atomic_write, check_writable_file
 from . import options
 
 TARGET_KEY = "target"
+
+
+def _finite_number(text: str, accepts: Callable[[float], bool], wanted: str) -> float:
+    """`text` as a float if it is finite and `accepts` it; else argparse's one-line error saying `wanted`."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and accepts(value)):
+        raise argparse.ArgumentTypeError(f"'{text}' is not {wanted}")
+    return value
+
+
+def learning_rate(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    return _finite_number(text, lambda v: v > 0, "a finite number > 0")
+
+
+def momentum(text: str) -> float:
+    """argparse type: a finite number in [0, 1)."""
+    return _finite_number(text, lambda v: 0 <= v < 1, "a finite number in [0, 1)")
+
+
+def weight_decay(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    return _finite_number(text, lambda v: v >= 0, "a finite number >= 0")
+
+
+def _check_finite(path: str, arrays: dict[str, np.ndarray]) -> None:
+    """GlowError naming the first float array that holds NaN or infinities."""
+    for name, array in arrays.items():
+        if array.dtype.kind in "fc":
+            bad = array.size - np.count_nonzero(np.isfinite(array))
+            if bad:
+                raise GlowError(f"--data {path}: array '{name}' holds {bad} NaN or infinite value(s) "
+                                f"of {array.size}; training needs finite data")
 
 
 def _read_data(path: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -31,6 +73,7 @@ def _read_data(path: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
         raise GlowError(f"--data {path}: not a readable .npz archive ({err})") from None
     if TARGET_KEY not in arrays:
         raise GlowError(f"--data {path}: needs an array named '{TARGET_KEY}' besides the inputs")
+    _check_finite(path, arrays)
     target = arrays.pop(TARGET_KEY)
     return arrays, target
 
@@ -47,7 +90,7 @@ def _batched_shapes(proto, inputs: dict[str, np.ndarray], batch: int) -> dict[st
 
 def cmd_train(args: argparse.Namespace) -> int:
     from .. import api, zoo
-    from ..training import LOSSES, Batches, SGDConfig, Trainer, export_onnx
+    from ..training import LOSSES, Batches, DivergedError, SGDConfig, Trainer, export_onnx
 
     check_writable_file(args.o, "-o")
     inputs, target = _read_data(args.data)
@@ -64,11 +107,17 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"{len(batches)} batches of {args.batch} per epoch, loss {args.loss} (one of {', '.join(LOSSES)})")
     for epoch in range(args.epochs):
         start = time.perf_counter()
-        loss = trainer.epoch(batches)
+        try:
+            loss = trainer.epoch(batches)
+        except DivergedError as err:
+            raise GlowError(f"training diverged{err.where}: {err.what}; nothing written, "
+                            f"try a smaller --lr than {args.lr:g}") from None
         print(f"epoch {epoch + 1}: mean loss {loss:.6g} ({time.perf_counter() - start:.2f}s)")
     trained = export_onnx(proto, trainer.freeze())
-    with open(args.o, "wb") as f:
-        f.write(trained.SerializeToString())
+    try:
+        atomic_write(args.o, trained.SerializeToString())
+    except OSError as err:
+        raise GlowError(f"-o {args.o}: cannot write ({err.strerror or err})") from None
     print(f"wrote {args.o}")
     return 0
 
@@ -82,9 +131,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--data", required=True, metavar="FILE.npz",
                        help=f"one array per model input and '{TARGET_KEY}' (labels or expected outputs)")
     train.add_argument("--epochs", type=options.positive_count, default=1)
-    train.add_argument("--lr", type=float, default=0.01, help="learning rate (default 0.01)")
-    train.add_argument("--momentum", type=float, default=0.0, help="SGD momentum in [0, 1) (default 0)")
-    train.add_argument("--weight-decay", type=float, default=0.0, help="L2 decay (default 0)")
+    train.add_argument("--lr", type=learning_rate, default=0.01, help="learning rate > 0 (default 0.01)")
+    train.add_argument("--momentum", type=momentum, default=0.0, help="SGD momentum in [0, 1) (default 0)")
+    train.add_argument("--weight-decay", type=weight_decay, default=0.0, help="L2 decay >= 0 (default 0)")
     train.add_argument("--batch", type=options.positive_count, default=32, help="examples per step (default 32)")
     train.add_argument("--loss", choices=LOSSES, default="cross_entropy")
     train.add_argument("--target", default="interpreter", help="the backend to train on")

@@ -9,7 +9,7 @@ from .autodiff import differentiate
 from .export import export_onnx
 from .graph import LOSSES, SGDConfig, build_training, freeze, make_trainable
 from .registry import GRADIENTS, gradient
-from .trainer import Batches, Trainer, train
+from .trainer import Batches, DivergedError, Trainer, train
 
-__all__ = ["Batches", "GRADIENTS", "LOSSES", "SGDConfig", "Trainer", "build_training", "differentiate",
-           "export_onnx", "freeze", "gradient", "make_trainable", "train"]
+__all__ = ["Batches", "DivergedError", "GRADIENTS", "LOSSES", "SGDConfig", "Trainer", "build_training",
+           "differentiate", "export_onnx", "freeze", "gradient", "make_trainable", "train"]

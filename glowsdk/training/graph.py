@@ -13,6 +13,7 @@ back into Constants so the inference function compiles for any backend.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -41,12 +42,13 @@ class SGDConfig:
     weight_decay: float = 0.0
 
     def __post_init__(self) -> None:
-        if not self.learning_rate > 0:
-            raise GlowError(f"the learning rate must be positive, got {self.learning_rate}")
-        if not 0 <= self.momentum < 1:
-            raise GlowError(f"momentum must lie in [0, 1), got {self.momentum}")
-        if self.weight_decay < 0:
-            raise GlowError(f"weight decay must not be negative, got {self.weight_decay}")
+        # NaN fails every comparison and inf passes `> 0`: finiteness is checked on its own
+        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise GlowError(f"the learning rate must be a finite number > 0, got {self.learning_rate}")
+        if not (math.isfinite(self.momentum) and 0 <= self.momentum < 1):
+            raise GlowError(f"momentum must be a finite number in [0, 1), got {self.momentum}")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise GlowError(f"weight decay must be a finite number >= 0, got {self.weight_decay}")
 
 
 @dataclass

@@ -8,7 +8,8 @@
 
 The trainer owns the tensors behind the weight Placeholders: each step feeds them
 to the compiled training function and binds the saved updates back (paper 3.2).
-`train(...)` is the one-call form.
+A step whose loss or updates are NaN or infinite raises `DivergedError` and binds
+nothing, so the weights stay the last finite ones. `train(...)` is the one-call form.
 """
 from __future__ import annotations
 
@@ -26,6 +27,30 @@ from .graph import SGDConfig, TrainingGraph, build_training, discard, freeze, ma
 
 Batch = tuple[Mapping[str, np.ndarray], np.ndarray]
 DEFAULT_SGD = SGDConfig(0.01)
+
+
+class DivergedError(GlowError):
+    """A training step made the loss or an updated weight NaN or infinite (the learning rate is too
+    large for the data); `what` says which value, `epoch` and `step` (from 1) where, when known."""
+
+    def __init__(self, what: str, learning_rate: float, epoch: int | None = None, step: int | None = None) -> None:
+        self.what, self.learning_rate, self.epoch, self.step = what, learning_rate, epoch, step
+        super().__init__(f"training diverged{self.where}: {what}; try a learning rate smaller than {learning_rate:g}")
+
+    @property
+    def where(self) -> str:
+        """' at epoch E, step S', as much of it as is known."""
+        parts = [f"{label} {n}" for label, n in (("epoch", self.epoch), ("step", self.step)) if n is not None]
+        return f" at {', '.join(parts)}" if parts else ""
+
+    def at(self, epoch: int, step: int) -> DivergedError:
+        return DivergedError(self.what, self.learning_rate, epoch, step)
+
+
+def _non_finite(label: str, value: np.ndarray) -> str | None:
+    """What is wrong with `value` if it holds NaN or infinities, else None."""
+    bad = np.size(value) - np.count_nonzero(np.isfinite(value))
+    return f"{label} became NaN or infinite in {bad} of {np.size(value)} values" if bad else None
 
 
 class Batches:
@@ -74,12 +99,18 @@ class Trainer:
         self.velocities = {p.velocity.name: np.zeros(p.velocity.type.shape, p.velocity.type.dtype)
                            for p in self.graph.parameters if p.velocity is not None}
         self.compiled = compile_function(self.graph.function, get_backend(backend))
+        self.learning_rate = sgd.learning_rate
+        self.epochs_run = 0
         self._inference: CompiledFunction | None = None
 
     def step(self, inputs: Mapping[str, np.ndarray], target: np.ndarray) -> float:
-        """One SGD step on one batch; returns the batch's loss (before the update)."""
+        """One SGD step on one batch; returns the batch's loss (before the update).
+
+        DivergedError, with the weights left as they were, if the loss or an update is not finite.
+        """
         feeds = {**inputs, self.graph.target.name: target, **self.weights, **self.velocities}
         outputs = self.compiled.execute(feeds)
+        self._check_finite(outputs)
         for param in self.graph.parameters:
             self.weights[param.name] = outputs[param.updated.name]
             if param.velocity is not None:
@@ -88,11 +119,30 @@ class Trainer:
             self.weights[stat.name] = outputs[stat.updated.name]
         return float(outputs[self.graph.loss.name])
 
+    def _check_finite(self, outputs: Mapping[str, np.ndarray]) -> None:
+        """DivergedError naming the loss, else the first update, that holds NaN or infinities."""
+        loss = float(outputs[self.graph.loss.name])
+        if not np.isfinite(loss):
+            raise DivergedError(f"the loss is {loss}", self.learning_rate)
+        updates = [(f"weight '{p.name}'", p.updated) for p in self.graph.parameters]
+        updates += [(f"the velocity of '{p.name}'", p.velocity_updated)
+                    for p in self.graph.parameters if p.velocity_updated is not None]
+        updates += [(f"running statistic '{s.name}'", s.updated) for s in self.graph.statistics]
+        for label, placeholder in updates:
+            problem = _non_finite(label, outputs[placeholder.name])
+            if problem:
+                raise DivergedError(f"{problem} (loss {loss:g})", self.learning_rate)
+
     def epoch(self, batches: Iterable[Batch], progress: Callable[[int, float], None] | None = None) -> float:
-        """One pass over `batches`; returns the mean batch loss."""
+        """One pass over `batches`; returns the mean batch loss. DivergedError names the epoch
+        (counting this trainer's epochs from 1) and the step in it."""
+        self.epochs_run += 1
         losses = []
         for inputs, target in batches:
-            losses.append(self.step(inputs, target))
+            try:
+                losses.append(self.step(inputs, target))
+            except DivergedError as err:
+                raise err.at(self.epochs_run, len(losses) + 1) from None
             if progress is not None:
                 progress(len(losses), losses[-1])
         if not losses:
