@@ -39,11 +39,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from fuzz.npub_harness import mutant_for, run_mutant  # noqa: E402
-from fuzz.npub_seeds import SEEDS, seed_bytes  # noqa: E402
-from fuzz.onnx_harness import Outcome, limit_memory  # noqa: E402
+from fuzz.npub_harness import mutant_for, run_mutant
+from fuzz.npub_seeds import SEEDS, seed_bytes
+from fuzz.onnx_harness import Outcome, limit_memory
 
-from glowsdk.cli.progress import Progress  # noqa: E402
+from glowsdk.cli.progress import Progress
 
 BATCH = 200
 
@@ -76,7 +76,7 @@ def run(count: int, seed: int, jobs: int, memory_mb: int) -> tuple[list[tuple[in
                 done, rss = future.result()
                 results += done
                 peak_mb = max(peak_mb, rss)
-            except Exception as err:  # a worker died (a segfault, the OOM killer): every mutant in the batch
+            except Exception as err:  # noqa: BLE001  (a worker died: a segfault, the OOM killer; the whole batch)
                 results += [(i, Outcome("crash", f"worker died: {type(err).__name__}")) for i in futures[future]]
             bad = sum(o.verdict in ("crash", "memory") for _, o in results)
             progress(len(results), count, f"{bad} crash/memory")
@@ -86,8 +86,8 @@ def run(count: int, seed: int, jobs: int, memory_mb: int) -> tuple[list[tuple[in
 
 def summary(results: list[tuple[int, Outcome]], seconds: float, seed: int, peak_mb: int) -> str:
     verdicts = Counter(o.verdict for _, o in results)
-    lines = [f"{len(results)} mutants (seed {seed}) in {seconds:.1f}s "
-             f"({len(results) / max(seconds, 1e-9):.0f}/s), workers' peak RSS {peak_mb} MiB", "",
+    lines = [(f"{len(results)} mutants (seed {seed}) in {seconds:.1f}s "
+              f"({len(results) / max(seconds, 1e-9):.0f}/s), workers' peak RSS {peak_mb} MiB"), "",
              "| verdict | mutants |", "| --- | ---: |"]
     lines += [f"| {v} | {verdicts.get(v, 0)} |" for v in ("ok", "error", "crash", "memory")]
     errors = Counter(o.key for _, o in results if o.verdict == "error")

@@ -109,7 +109,9 @@ def check_value(name: str, value: Any) -> str | None:
     if p.name == "dataflow":
         return None if value in DATAFLOWS else f"key 'dataflow' = {value!r} is not one of {', '.join(DATAFLOWS)}"
     if not p.lo <= value <= p.hi:
-        return f"key '{name}' = {value} is out of range {_show(p, p.lo)}..{_show(p, p.hi)}"
+        shown = f"an integer of {value.bit_length()} bits" if isinstance(value, int) and value.bit_length() > 64 \
+            else value  # str() refuses integers of over 4300 digits, and no one reads them
+        return f"key '{name}' = {shown} is out of range {_show(p, p.lo)}..{_show(p, p.hi)}"
     if name == "accumulator_bytes" and value % 4:
         return f"key 'accumulator_bytes' = {value} is not a multiple of 4 (int32 words)"
     if name == "dma_burst_bytes" and value & (value - 1):
@@ -129,7 +131,8 @@ def format_size(n: int) -> str:
     return f"{n} B"
 
 
-_SIZE = re.compile(r"^\s*(\d+)\s*(B|KiB|MiB|GiB)\s*$")
+_SIZE = re.compile(r"^\s*([0-9]{1,20})\s*(B|KiB|MiB|GiB)\s*$")
+"""At most 20 ASCII digits: more is out of every range, and `int` refuses over 4300."""
 
 
 def _parse_size(text: str) -> int | None:
@@ -174,39 +177,50 @@ def load_config(path: str | Path) -> ArchConfig:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{where}: not valid TOML: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits, arrays nested too deeply
+            raise ConfigError(f"{where}: not a usable TOML file: {_parser_refusal(exc)}") from None
     elif path.suffix == ".json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{where}: not valid JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise ConfigError(f"{where}: not a usable JSON file: {_parser_refusal(exc)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a table of parameters at top level, got {type(data).__name__}")
     return config_from_mapping(data, where)
 
 
+def _parser_refusal(exc: Exception) -> str:
+    """Why a parser gave up other than on a syntax error, in a few words."""
+    if isinstance(exc, RecursionError):
+        return "values nested too deeply"
+    return "an integer with too many digits" if "digits" in str(exc) else " ".join(str(exc).split())[:200]
+
+
 def config_from_mapping(data: dict[str, Any], where: str = "configuration") -> ArchConfig:
     """Build a configuration from parsed keys, naming `where` and the key in every error."""
     base_name = data.get("preset", "default")
-    if base_name not in PRESETS:
+    if not isinstance(base_name, str) or base_name not in PRESETS:
         raise ConfigError(f"{where}: key 'preset' = {base_name!r} is not one of {', '.join(PRESETS)}")
     values: dict[str, Any] = {"name": data.get("name", Path(where).stem or "custom")}
-    if not isinstance(values["name"], str) or not values["name"]:
-        raise ConfigError(f"{where}: key 'name': expected a non-empty string")
+    if not isinstance(values["name"], str) or not values["name"] or not values["name"].isprintable():
+        raise ConfigError(f"{where}: key 'name': expected a non-empty string of printable characters")
     for key, value in data.items():
         if key in ("preset", "name"):
             continue
         if key not in _BY_NAME:
-            raise ConfigError(f"{where}: unknown key '{key}' (known: preset, name, {', '.join(_BY_NAME)})")
+            raise ConfigError(f"{where}: unknown key {key!r} (known: preset, name, {', '.join(_BY_NAME)})")
         if isinstance(value, str) and _BY_NAME[key].unit == "bytes":
             size = _parse_size(value)
             if size is None:
                 raise ConfigError(f"{where}: key '{key}' = {value!r} is not a size such as 262144 or '256 KiB'")
             value = size
-        if _BY_NAME[key].kind is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        problem = check_value(key, value)
+        problem = check_value(key, value)  # before float(): an integer past a double's range is refused here
         if problem:
             raise ConfigError(f"{where}: {problem}")
+        if _BY_NAME[key].kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
         values[key] = value
     return PRESETS[base_name].replace(**values)
 

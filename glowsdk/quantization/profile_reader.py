@@ -20,6 +20,7 @@ _GRAPH_KEYS = ("fingerprint",)
 """Version 2 adds "graph" to the header (version 1 files have none)."""
 _VALUE_KEYS = ("name", "node", "elem", "shape", "count", "min", "max", "nan", "pos_inf", "neg_inf", "histogram")
 _HISTOGRAM_KEYS = ("edge", "width", "counts")
+_INT64_MAX = (1 << 63) - 1
 
 
 class _Reader:
@@ -44,6 +45,8 @@ class _Reader:
             raise self.fail(where, f"expected an integer, got {_json_kind(value)}")
         if value < minimum:
             raise self.fail(where, f"expected an integer of at least {minimum}, got {value}")
+        if value > _INT64_MAX:  # counts are held in int64 arrays
+            raise self.fail(where, f"expected an integer of at most {_INT64_MAX}, got one of {value.bit_length()} bits")
         return value
 
     def number(self, value: Any, where: str, optional: bool = False) -> float | None:
@@ -51,7 +54,10 @@ class _Reader:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.fail(where, f"expected a number{' or null' if optional else ''}, got {_json_kind(value)}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer of over 308 digits
+            raise self.fail(where, f"the integer of {value.bit_length()} bits is past the range of a double") from None
 
     def string(self, value: Any, where: str) -> str:
         if not isinstance(value, str):
@@ -84,6 +90,8 @@ def read_profile(path: str) -> Profile:
         data = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
         raise GlowError(f"{path}: not valid JSON (line {err.lineno} column {err.colno}: {err.msg})") from None
+    except RecursionError:
+        raise GlowError(f"{path}: not a profile (JSON nested too deeply)") from None
     except ValueError as err:
         raise GlowError(f"{path}: not valid JSON ({err})") from None
     reader = _Reader(path)
@@ -106,7 +114,7 @@ def read_profile(path: str) -> Profile:
     for i, entry in enumerate(data["values"]):
         value = _read_value(reader, entry, f"values[{i}]", bins)
         if value.name in profile.values:
-            raise reader.fail(f"values[{i}]", f"value '{value.name}' appears twice")
+            raise reader.fail(f"values[{i}]", f"value {value.name!r} appears twice")
         profile.values[value.name] = value
     if version >= 2:
         graph = reader.keys(data["graph"], _GRAPH_KEYS, "graph")
@@ -121,22 +129,25 @@ def read_profile(path: str) -> Profile:
 def _read_value(reader: _Reader, entry: Any, where: str, bins: int) -> ValueProfile:
     reader.keys(entry, ("name",), where)
     name = reader.string(entry["name"], f"{where}.name")
-    where = f"{where} ('{name}')"
+    where = f"{where} ({name!r})"  # repr: a name's line breaks stay escaped
     reader.keys(entry, _VALUE_KEYS, where)
     shape = entry["shape"]
     if not isinstance(shape, list):
         raise reader.fail(f"{where}.shape", f"expected an array, got {_json_kind(shape)}")
     shape = tuple(reader.integer(d, f"{where}.shape") for d in shape)
-    value = ValueProfile(name, reader.string(entry["node"], f"{where}.node"),
-                         reader.string(entry["elem"], f"{where}.elem"), shape, bins)
-    value.count = reader.integer(entry["count"], f"{where}.count")
-    value.nan, value.pos_inf, value.neg_inf = (reader.integer(entry[k], f"{where}.{k}")
-                                               for k in ("nan", "pos_inf", "neg_inf"))
+    node = reader.string(entry["node"], f"{where}.node")
+    elem = reader.string(entry["elem"], f"{where}.elem")
+    count = reader.integer(entry["count"], f"{where}.count")
+    nan, pos_inf, neg_inf = (reader.integer(entry[k], f"{where}.{k}") for k in ("nan", "pos_inf", "neg_inf"))
     low = reader.number(entry["min"], f"{where}.min", optional=True)
     high = reader.number(entry["max"], f"{where}.max", optional=True)
     if (low is None) != (high is None) or (low is not None and low > high):
         raise reader.fail(where, f"min {json.dumps(low)} and max {json.dumps(high)} do not form a range")
-    value.histogram = _read_histogram(reader, entry["histogram"], f"{where}.histogram", bins, low, high)
+    # The histogram first: it checks `bins` against the counts in the file before a ValueProfile allocates them.
+    histogram = _read_histogram(reader, entry["histogram"], f"{where}.histogram", bins, low, high)
+    value = ValueProfile(name, node, elem, shape, bins)
+    value.count, value.nan, value.pos_inf, value.neg_inf = count, nan, pos_inf, neg_inf
+    value.histogram = histogram
     finite = value.count - value.nan - value.pos_inf - value.neg_inf
     if value.histogram.total != finite:
         raise reader.fail(f"{where}.histogram.counts",

@@ -1,0 +1,125 @@
+"""Fuzz the architecture-configuration parser and the profile reader with mutated files.
+
+    python bench/fuzz_readers.py --target config|profile [--count 1000] [--seed 0] [--jobs 1] [--memory-mb 4096]
+    python bench/fuzz_readers.py --target profile --seed 0 --replay 1234   # one mutant, with its traceback
+
+`--target config`: each preset written as a TOML file (parameters as numbers, or sizes as text
+such as "512 KiB"), a one-key file, and a JSON file one time in four, mutated in its parsed
+tree (a value replaced by an odd one: out of range, a huge integer, NaN, a string with a line
+break, a wrong type, deep nesting; a key deleted, added or swapped) and then in its text (a
+byte flipped, a TOML token inserted, a cut, invalid UTF-8, thousands of '['), read by
+`isa.config.load_config`; every tenth mutant also by `glowsdk disasm sample.npub --config FILE`,
+which must exit 0 or 2 with a one-line error. `--target profile`: the profile
+`glowsdk profile squeezenet --calibration-random 2` writes, and real profiles cut from it (its
+last one, two or four values, version 2; the last one as version 1), mutated the same way,
+read by `load_profile`. Harness: tests/fuzz/reader_harness.py, mutations:
+tests/fuzz/reader_mutations.py; verdicts and the table are bench/fuzz_npub.py's. Exit code 1
+on any crash or memory blow-up.
+
+The documented runs (issue 22), on 2 cores:
+
+    python bench/fuzz_readers.py --target config --count 10000 --seed 0 --jobs 2
+    python bench/fuzz_readers.py --target profile --count 10000 --seed 0 --jobs 2
+
+RESULTS
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fuzz import reader_harness
+from fuzz.onnx_harness import Outcome, limit_memory
+from fuzz_npub import summary
+
+from glowsdk.cli.progress import Progress
+
+BATCH = 100
+_FOLDER = ""
+
+
+def _start_worker(target: str, memory_mb: int) -> None:
+    global _FOLDER
+    _FOLDER = reader_harness.new_folder()
+    if target == "profile":
+        reader_harness.profile_seeds()
+    if memory_mb:
+        limit_memory(memory_mb)
+
+
+def _run_batch(target: str, seed: int, indices: list[int]) -> tuple[list[tuple[int, Outcome]], int]:
+    results = [(i, reader_harness.run_mutant(target, seed, i, _FOLDER)) for i in indices]
+    return results, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
+
+
+def run(target: str, count: int, seed: int, jobs: int, memory_mb: int):
+    start = time.perf_counter()
+    progress = Progress(f"{target} mutants")
+    results: list[tuple[int, Outcome]] = []
+    peak_mb = 0
+    batches = [list(range(i, min(i + BATCH, count))) for i in range(0, count, BATCH)]
+    with ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(target, memory_mb)) as pool:
+        futures = {pool.submit(_run_batch, target, seed, b): b for b in batches}
+        for future in as_completed(futures):
+            try:
+                done, rss = future.result()
+                results += done
+                peak_mb = max(peak_mb, rss)
+            except Exception as err:  # noqa: BLE001  (a worker died: every mutant in the batch)
+                results += [(i, Outcome("crash", f"worker died: {type(err).__name__}")) for i in futures[future]]
+            bad = sum(o.verdict in ("crash", "memory") for _, o in results)
+            progress(len(results), count, f"{bad} crash/memory")
+    progress.close()
+    return sorted(results, key=lambda r: r[0]), time.perf_counter() - start, peak_mb
+
+
+def replay(target: str, seed: int, index: int) -> int:
+    """Write mutant `index` to a file, read it in this process, print the traceback if any."""
+    from glowsdk.quantization.profile import load_profile
+    from isa.config import load_config
+
+    folder = reader_harness.new_folder()
+    if target == "config":
+        name, suffix, data, log = reader_harness.config_mutant(seed, index)
+        path, read = os.path.join(folder, "arch" + suffix), load_config
+    else:
+        name, data, log = reader_harness.profile_mutant(seed, index)
+        suffix, path, read = "", os.path.join(folder, "profile.json"), load_profile
+    Path(path).write_bytes(data)
+    print(f"{target} mutant {index} of seed {seed}: {name}{suffix} + {' + '.join(log)}\nwritten to {path}")
+    try:
+        read(path)
+        print("ok")
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--target", choices=reader_harness.TARGETS, required=True, help="the reader to fuzz")
+    parser.add_argument("--count", type=int, default=1000, help="how many mutants (default 1000)")
+    parser.add_argument("--seed", type=int, default=0, help="the run's random seed (default 0)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument("--memory-mb", type=int, default=4096,
+                        help="address-space limit of each worker, in MiB (default 4096; 0: none)")
+    parser.add_argument("--replay", type=int, metavar="INDEX", help="run mutant INDEX alone, with its traceback")
+    args = parser.parse_args(argv)
+    if args.replay is not None:
+        return replay(args.target, args.seed, args.replay)
+    results, seconds, peak_mb = run(args.target, args.count, args.seed, args.jobs, args.memory_mb)
+    print(summary(results, seconds, args.seed, peak_mb))
+    return int(any(o.verdict in ("crash", "memory") for _, o in results))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
