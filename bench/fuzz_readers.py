@@ -21,7 +21,18 @@ The documented runs (issue 22), on 2 cores:
     python bench/fuzz_readers.py --target config --count 10000 --seed 0 --jobs 2
     python bench/fuzz_readers.py --target profile --count 10000 --seed 0 --jobs 2
 
-RESULTS
+gave 0 crashes and 0 memory blow-ups: config, 10,000 mutants in 8 s, 8,484 one-line errors
+(7,534 ConfigError, 950 `glowsdk disasm --config` exits 2) and 1,516 accepted; profile, 10,000
+mutants in 20 s, 8,619 one-line errors and 1,381 accepted (workers' peak RSS 52 and 148 MiB).
+Before the fixes the first 3,000 configuration mutants crashed 86 times and 1,000 profile
+mutants 25 times; the root causes, each with its regression test in tests/test_reader_fuzz.py:
+an out-of-range integer of over 4300 digits put in a message (str() refuses it); tomllib and json
+raising ValueError (digit limit) and RecursionError (deep nesting) rather than their decode
+errors; an array as `preset` (unhashable); a size string of 5,000 digits; an integer past a
+double for `clock_ghz`, and for a profile's numbers; a key, configuration name or profile value
+name with a line break echoed into a message; a histogram count past int64; and a profile's
+`histogram_bins` allocated (np.zeros) before it was checked against the counts in the file. The
+test suite runs 600 configuration and 200 profile mutants (tests/test_reader_fuzz.py).
 """
 from __future__ import annotations
 
