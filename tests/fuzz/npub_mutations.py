@@ -17,17 +17,25 @@ refuses) logs nothing and the next one is drawn; `mutate` always returns bytes a
 """
 from __future__ import annotations
 
-import json
 import random
 import struct
 import zlib
 from dataclasses import replace
 
 from isa.container import pack_npub, read_npub
-from isa.encoding import _LAYOUTS, encode
+from isa.encoding import _LAYOUTS
 from isa.errors import IsaError
-from isa.npub_layout import (BINDING, DEBUG_RANGE, HEADER, REGION, SECTION_ENTRY, TABLE_HEADER, TENSOR, Record,
-                             SectionKind)
+from isa.npub_layout import (
+    BINDING,
+    DEBUG_RANGE,
+    HEADER,
+    REGION,
+    SECTION_ENTRY,
+    TABLE_HEADER,
+    TENSOR,
+    Record,
+    SectionKind,
+)
 from isa.schema import INSTR_BYTES, OPCODE
 from isa.sections import Region
 

@@ -29,7 +29,11 @@ def _sample() -> bytes:
 
 def _compiled(network) -> bytes:
     import glowsdk
-    from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
+    from glowsdk.quantization import (
+        QuantizationConfig,
+        calibration_random,
+        collect_profile,
+    )
 
     quant = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
     compiled = glowsdk.compile(network, "npu", quantization=quant, fallback=None, config="default").compiled
@@ -63,7 +67,7 @@ WEIGHTS = {"sample": 40, "conv": 30, "pool-gemm": 29, "squeezenet": 1}
 """How often each seed is picked (per cent): squeezenet takes ~150 ms a load, the others ~1 ms."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def seed_bytes(name: str) -> bytes:
     """The seed's file, built once per process."""
     return SEEDS[name]()
