@@ -104,6 +104,8 @@ def _set_field(rng: random.Random, data: bytearray, rec: Record, at: int) -> str
     """Set one field of the record at byte `at` (one item of an array field)."""
     f = rng.choice([f for f in rec.fields if not f.code.endswith("s") or f.name == "magic"])
     base = at + rec.offsets[f.name]
+    if base + f.size > len(data):  # an earlier mutation cut the file
+        raise Skip
     if f.code.endswith("s"):
         data[base + rng.randrange(f.size)] ^= 1 << rng.randrange(8)
         return f"{rec.name}.{f.name} bit"
