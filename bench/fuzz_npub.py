@@ -28,7 +28,9 @@ gave, in 184 s (543 mutants/s; workers' peak RSS 161 MiB): 0 crashes, 0 memory b
 85,966 one-line errors (81,267 NpubError from the reader, 2,109 LoadError from the loader on the
 device's configuration, 2,590 DeviceFault from runs) and 14,034 files accepted (13,796 run to
 the end on the simulator, 238 loaded and unloaded, too large to run). It found no crash: the
-reader and loader needed no fix. The test suite runs 400 mutants (tests/test_npub_fuzz.py).
+reader and loader needed no fix. A second run, `--seed 1`, on otherwise idle cores: 100,000
+mutants in 101 s, 0 crashes, 0 memory blow-ups, 86,185 one-line errors, 13,815 accepted. The
+test suite runs 400 mutants (tests/test_npub_fuzz.py).
 """
 from __future__ import annotations
 
