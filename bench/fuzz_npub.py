@@ -38,12 +38,7 @@ Coverage-guided mode (tests/fuzz/guided.py, tests/fuzz/guided_targets.py), in th
     python bench/fuzz_npub.py --guided --count 5000 --seed 0     # a corpus grown from the seeds by new edges
     python bench/fuzz_npub.py --coverage --count 5000 --seed 0   # the random mutants above, traced the same way
 
-Each mutant mutates a corpus entry (a seed a third of the time, one of the eight newest a third,
-otherwise weighted towards entries that added rare edges and were drawn little); it runs under a
-`sys.settrace` tracer of the lines and edges of glowsdk/, isa/, sim/, firmware_runtime/ only, and
-joins the corpus when it takes a new edge. The same verdicts and table, then the corpus growth
-and the lines covered at 10%, 50% and 100% of the run; crashing payloads are written to a
-folder (a guided mutant cannot be replayed by index). Figures (seed 0, two shared cores):
+How the guided mode picks, traces and keeps mutants: tests/fuzz/guided.py. Figures (seed 0, two shared cores):
 
 | run | mutants | crashes | memory | corpus | lines at 10% / 50% / 100% | time |
 | --- | ---: | ---: | ---: | --- | --- | ---: |
@@ -55,22 +50,17 @@ folder (a guided mutant cannot be replayed by index). Figures (seed 0, two share
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
-import tempfile
-import time
 import traceback
-from collections import Counter, defaultdict
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from fuzz import driver
 from fuzz.npub_harness import mutant_for, run_mutant
 from fuzz.npub_seeds import SEEDS, seed_bytes
 from fuzz.onnx_harness import Outcome, limit_memory
 
-from glowsdk.cli.progress import Progress
 
 BATCH = 200
 
@@ -86,54 +76,7 @@ def _start_worker(memory_mb: int) -> None:
 
 
 def _run_batch(seed: int, indices: list[int]) -> tuple[list[tuple[int, Outcome]], int]:
-    results = [(i, run_mutant(seed, i)) for i in indices]
-    return results, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
-
-
-def run(count: int, seed: int, jobs: int, memory_mb: int) -> tuple[list[tuple[int, Outcome]], float, int]:
-    start = time.perf_counter()
-    progress = Progress("mutants")
-    results: list[tuple[int, Outcome]] = []
-    peak_mb = 0
-    batches = [list(range(i, min(i + BATCH, count))) for i in range(0, count, BATCH)]
-    with ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(memory_mb,)) as pool:
-        futures = {pool.submit(_run_batch, seed, b): b for b in batches}
-        for future in as_completed(futures):
-            try:
-                done, rss = future.result()
-                results += done
-                peak_mb = max(peak_mb, rss)
-            except Exception as err:  # noqa: BLE001  (a worker died: a segfault, the OOM killer; the whole batch)
-                results += [(i, Outcome("crash", f"worker died: {type(err).__name__}")) for i in futures[future]]
-            bad = sum(o.verdict in ("crash", "memory") for _, o in results)
-            progress(len(results), count, f"{bad} crash/memory")
-    progress.close()
-    return sorted(results, key=lambda r: r[0]), time.perf_counter() - start, peak_mb
-
-
-def summary(results: list[tuple[int, Outcome]], seconds: float, seed: int, peak_mb: int) -> str:
-    verdicts = Counter(o.verdict for _, o in results)
-    lines = [(f"{len(results)} mutants (seed {seed}) in {seconds:.1f}s "
-              f"({len(results) / max(seconds, 1e-9):.0f}/s), workers' peak RSS {peak_mb} MiB"), "",
-             "| verdict | mutants |", "| --- | ---: |"]
-    lines += [f"| {v} | {verdicts.get(v, 0)} |" for v in ("ok", "error", "crash", "memory")]
-    errors = Counter(o.key for _, o in results if o.verdict == "error")
-    oks = Counter(o.key for _, o in results if o.verdict == "ok")
-    lines += ["", "one-line errors by stage and class: " + ", ".join(f"{k} {n}" for k, n in errors.most_common())]
-    lines += ["accepted, by the last stage passed: " + ", ".join(f"{k} {n}" for k, n in oks.most_common())]
-    groups: dict[tuple[str, str], list[tuple[int, Outcome]]] = defaultdict(list)
-    for i, o in results:
-        if o.verdict in ("crash", "memory"):
-            groups[(o.verdict, o.key)].append((i, o))
-    if groups:
-        lines += ["", f"{len(groups)} root causes:", "",
-                  "| verdict | root cause | mutants | example (replay) | seed, mutations | message |",
-                  "| --- | --- | ---: | ---: | --- | --- |"]
-        for (verdict, key), hits in sorted(groups.items(), key=lambda g: -len(g[1])):
-            i, o = hits[0]
-            message = o.message.replace("\n", "\\n").replace("|", "/")[:120]
-            lines.append(f"| {verdict} | {key} | {len(hits)} | {i} | {o.seed}: {'+'.join(o.log)} | {message} |")
-    return "\n".join(lines)
+    return [(i, run_mutant(seed, i)) for i in indices], driver.peak_rss_mb()
 
 
 def replay(seed: int, index: int, out: str | None) -> int:
@@ -157,45 +100,21 @@ def replay(seed: int, index: int, out: str | None) -> int:
     return 0
 
 
-def run_guided(args, guided: bool) -> int:
-    """`--guided` / `--coverage`: one process, lines of the SDK traced (tests/fuzz/guided.py)."""
-    from fuzz import guided as guided_mod
-    from fuzz import guided_targets
-
-    _start_worker(args.memory_mb)
-    target = guided_targets.npub_target(args.seed)
-    progress = Progress(("guided " if guided else "traced ") + target.name + " mutants")
-    run = guided_mod.fuzz(target, args.count, args.seed, guided=guided, progress=progress)
-    progress.close()
-    print(summary(run.results, run.seconds, args.seed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10))
-    print(guided_mod.report(run))
-    if run.crashes:
-        folder = tempfile.mkdtemp(prefix="glowfuzz-guided-crashes-")
-        print(f"\ncrashing mutants written to {folder}")
-        guided_targets.write_crashes(target, run.crashes, folder)
-    return int(bool(run.crashes))
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--count", type=int, default=1000, help="how many mutants (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="the run's random seed (default 0)")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    parser.add_argument("--memory-mb", type=int, default=6144,
-                        help="address-space limit of each worker, in MiB (default 6144; 0: none)")
-    parser.add_argument("--replay", type=int, metavar="INDEX", help="run mutant INDEX alone, with its traceback")
+    driver.add_common_arguments(parser, memory_mb=6144)
     parser.add_argument("-o", "--output", help="with --replay: also write the mutant to this file")
-    parser.add_argument("--guided", action="store_true",
-                        help="coverage-guided: grow a corpus from the seeds, in this process (tests/fuzz/guided.py)")
-    parser.add_argument("--coverage", action="store_true",
-                        help="the random mutants in this process under the same line tracer (to compare with --guided)")
     args = parser.parse_args(argv)
     if args.replay is not None:
         return replay(args.seed, args.replay, args.output)
     if args.guided or args.coverage:
-        return run_guided(args, args.guided)
-    results, seconds, peak_mb = run(args.count, args.seed, args.jobs, args.memory_mb)
-    print(summary(results, seconds, args.seed, peak_mb))
+        from fuzz import guided_targets
+
+        _start_worker(args.memory_mb)
+        return driver.run_guided(guided_targets.npub_target(args.seed), args.count, args.seed, args.guided)
+    results, seconds, peak_mb = driver.run_batches("mutants", args.count, args.jobs, BATCH, _start_worker,
+                                                   (args.memory_mb,), _run_batch, (args.seed,))
+    print(driver.summary(results, seconds, args.seed, peak_mb))
     return int(any(o.verdict in ("crash", "memory") for _, o in results))
 
 

@@ -58,22 +58,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import sys
-import tempfile
-import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fuzz import reader_harness
+from fuzz import driver, reader_harness
 from fuzz.onnx_harness import Outcome, limit_memory
-from fuzz_npub import summary
-
-from glowsdk.cli.progress import Progress
 
 BATCH = 100
 _FOLDER = ""
@@ -89,29 +81,7 @@ def _start_worker(target: str, memory_mb: int) -> None:
 
 
 def _run_batch(target: str, seed: int, indices: list[int]) -> tuple[list[tuple[int, Outcome]], int]:
-    results = [(i, reader_harness.run_mutant(target, seed, i, _FOLDER)) for i in indices]
-    return results, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
-
-
-def run(target: str, count: int, seed: int, jobs: int, memory_mb: int):
-    start = time.perf_counter()
-    progress = Progress(f"{target} mutants")
-    results: list[tuple[int, Outcome]] = []
-    peak_mb = 0
-    batches = [list(range(i, min(i + BATCH, count))) for i in range(0, count, BATCH)]
-    with ProcessPoolExecutor(jobs, initializer=_start_worker, initargs=(target, memory_mb)) as pool:
-        futures = {pool.submit(_run_batch, target, seed, b): b for b in batches}
-        for future in as_completed(futures):
-            try:
-                done, rss = future.result()
-                results += done
-                peak_mb = max(peak_mb, rss)
-            except Exception as err:  # noqa: BLE001  (a worker died: every mutant in the batch)
-                results += [(i, Outcome("crash", f"worker died: {type(err).__name__}")) for i in futures[future]]
-            bad = sum(o.verdict in ("crash", "memory") for _, o in results)
-            progress(len(results), count, f"{bad} crash/memory")
-    progress.close()
-    return sorted(results, key=lambda r: r[0]), time.perf_counter() - start, peak_mb
+    return [(i, reader_harness.run_mutant(target, seed, i, _FOLDER)) for i in indices], driver.peak_rss_mb()
 
 
 def replay(target: str, seed: int, index: int) -> int:
@@ -136,45 +106,23 @@ def replay(target: str, seed: int, index: int) -> int:
     return 0
 
 
-def run_guided(args, guided: bool) -> int:
-    """`--guided` / `--coverage`: one process, lines of the SDK traced (tests/fuzz/guided.py)."""
-    from fuzz import guided as guided_mod
-    from fuzz import guided_targets
-
-    _start_worker(args.target, args.memory_mb)
-    target = guided_targets.reader_target(args.target, _FOLDER, args.seed)
-    progress = Progress(("guided " if guided else "traced ") + target.name + " mutants")
-    run = guided_mod.fuzz(target, args.count, args.seed, guided=guided, progress=progress)
-    progress.close()
-    print(summary(run.results, run.seconds, args.seed, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10))
-    print(guided_mod.report(run))
-    if run.crashes:
-        folder = tempfile.mkdtemp(prefix="glowfuzz-guided-crashes-")
-        print(f"\ncrashing mutants written to {folder}")
-        guided_targets.write_crashes(target, run.crashes, folder)
-    return int(bool(run.crashes))
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--target", choices=reader_harness.TARGETS, required=True, help="the reader to fuzz")
-    parser.add_argument("--count", type=int, default=1000, help="how many mutants (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="the run's random seed (default 0)")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    parser.add_argument("--memory-mb", type=int, default=4096,
-                        help="address-space limit of each worker, in MiB (default 4096; 0: none)")
-    parser.add_argument("--replay", type=int, metavar="INDEX", help="run mutant INDEX alone, with its traceback")
-    parser.add_argument("--guided", action="store_true",
-                        help="coverage-guided: grow a corpus from the seeds, in this process (tests/fuzz/guided.py)")
-    parser.add_argument("--coverage", action="store_true",
-                        help="the random mutants in this process under the same line tracer (to compare with --guided)")
+    driver.add_common_arguments(parser, memory_mb=4096)
     args = parser.parse_args(argv)
     if args.replay is not None:
         return replay(args.target, args.seed, args.replay)
     if args.guided or args.coverage:
-        return run_guided(args, args.guided)
-    results, seconds, peak_mb = run(args.target, args.count, args.seed, args.jobs, args.memory_mb)
-    print(summary(results, seconds, args.seed, peak_mb))
+        from fuzz import guided_targets
+
+        _start_worker(args.target, args.memory_mb)
+        target = guided_targets.reader_target(args.target, _FOLDER, args.seed)
+        return driver.run_guided(target, args.count, args.seed, args.guided)
+    results, seconds, peak_mb = driver.run_batches(f"{args.target} mutants", args.count, args.jobs, BATCH,
+                                                   _start_worker, (args.target, args.memory_mb), _run_batch,
+                                                   (args.target, args.seed))
+    print(driver.summary(results, seconds, args.seed, peak_mb))
     return int(any(o.verdict in ("crash", "memory") for _, o in results))
 
 
