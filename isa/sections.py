@@ -213,9 +213,10 @@ def unpack_tensors(span: Span, plan: MemoryPlan) -> list[TensorInfo]:
                 rule = "must be 0 past the rank" if d >= rank else "must be at least 1"
                 raise span.error(dims_at + 4 * d, f"{what}: dimension {d} is {size}; {rule}")
         scale, offset = v["scale"], v["offset"]
-        if not (scale == 0.0 or (math.isfinite(scale) and scale > 0.0)):
+        if not (scale == 0.0 or float32_scale(scale)):
             raise span.error(at + TENSOR.offsets["scale"], f"{what}: quantization scale {scale!r} is not "
-                             f"finite and positive (0.0 = not quantized)")
+                             f"finite and positive in float32, where it is divided by, between "
+                             f"{F32_TINY!r} and {F32_MAX!r} (0.0 = not quantized)")
         if scale == 0.0 and offset:
             raise span.error(at + TENSOR.offsets["offset"], f"{what}: quantization offset {offset} without a scale")
         if scale and elem == "float32":
@@ -235,6 +236,17 @@ def unpack_tensors(span: Span, plan: MemoryPlan) -> list[TensorInfo]:
         tensors.append(TensorInfo(name, elem, shape, v["dram_address"], v["size_bytes"], scale, offset,
                                   LAYOUTS[v["layout"]]))
     return tensors
+
+
+F32_TINY = 2.0 ** -126
+"""The smallest normal float32: a scale below it is 0 or denormal once rounded to float32."""
+F32_MAX = float.fromhex("0x1.fffffep127")
+
+
+def float32_scale(scale: float) -> bool:
+    """Whether `scale` is a usable quantization scale: inputs are divided by it in float32, so it must be
+    a normal, finite, positive float32 (a float64 scale of 1e-50 would be 0 there, 1e50 infinity)."""
+    return F32_TINY <= scale <= F32_MAX
 
 
 def pack_bindings(bindings: Bindings) -> bytes:

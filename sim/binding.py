@@ -17,7 +17,7 @@ from glowsdk.graph.types import ElemKind
 from isa.config import PRESETS, ArchConfig, config_hash, resolve_config
 from isa.container import NpuBinary, read_npub
 from isa.npub_layout import ELEM_KINDS
-from isa.sections import TensorInfo
+from isa.sections import TensorInfo, float32_scale
 
 from .errors import SimInputError
 from .results import SimResult
@@ -54,6 +54,9 @@ def quantize(name: str, value: np.ndarray, tensor: TensorInfo) -> np.ndarray:
         if not tensor.scale:
             raise SimInputError(f"input '{name}': float data for tensor '{tensor.name}' of {tensor.elem}, which "
                                 f"has no quantization scale; give {tensor.elem} data")
+        if not float32_scale(tensor.scale):  # a TensorInfo built in code: the reader refuses these in files
+            raise SimInputError(f"input '{name}': tensor '{tensor.name}' has quantization scale {tensor.scale!r}, "
+                                f"0 or not finite once divided by in float32")
         if not np.isfinite(value).all():
             raise SimInputError(f"input '{name}': NaN or infinity cannot be quantized to {tensor.elem}")
         # As the interpreter's Quantize: the division in float32, then round half to even and saturate.

@@ -215,6 +215,17 @@ def test_tensor_table_errors():
                                                                                       bindings=Bindings())))
 
 
+def test_a_scale_that_is_zero_or_infinite_in_float32_is_refused():
+    # issue 22: inputs are divided by the scale in float32; a float64 scale that rounds to 0, a denormal or
+    # infinity there passed the reader's "finite and positive" check and made the simulator divide by zero
+    at = TABLE_HEADER.size + TENSOR.offsets["scale"]
+    for scale in (1e-50, 2.0 ** -130, 1e39):
+        message = error_of(in_section(SectionKind.TENSORS, at, "d", scale))
+        assert f"quantization scale {scale!r} is not finite and positive in float32" in message
+        assert "\n" not in message
+    read_npub(in_section(SectionKind.TENSORS, at, "d", 2.0 ** -126), name="m.npub")  # the smallest normal float32
+
+
 def test_dram_addresses_outside_the_plan():
     outside = [TensorInfo("w", "int8", (300,), 0, 300)]
     at = LAYOUT[SectionKind.TENSORS].offset + TABLE_HEADER.size + TENSOR.offsets["dram_address"]

@@ -15,6 +15,7 @@ from isa import PRESETS, assemble, config_hash, load_config
 from isa.container import NpuBinary, write_npub
 from isa.sections import Bindings, DebugRange, MemoryPlan, Region, TensorInfo
 from sim.binding import load_binary, run_binary
+from sim.errors import SimInputError
 from sim.bench import resnet50_program
 from sim.report import format_csv, format_json, format_text
 from sim.simulator import simulate
@@ -125,6 +126,16 @@ def test_run_binary_quantizes_inputs_and_dequantizes_outputs(tmp_path):
     np.testing.assert_array_equal(run.outputs["y"], expected_output(x))
     random = run_binary(binary, config, {}, seed=3)
     assert random.generated == ["x"] and random.outputs["y"].shape == (1, 16, 16, 60)
+
+
+@pytest.mark.parametrize("scale", [1e-50, 2.0 ** -140])
+def test_run_binary_refuses_a_scale_that_is_zero_in_float32(scale):
+    # issue 22: a TensorInfo built in code (the reader refuses such a file) made quantize divide by 0.0
+    binary = example_binary()
+    binary.tensors[2] = TensorInfo("x", "int8", (1, 16, 16, 32), 0x1000, 8192, scale, X_ZP)
+    x = np.zeros((1, 16, 16, 32), np.float32)
+    with pytest.raises(SimInputError, match=r"input 'x': tensor 'x' has quantization scale .*, 0 or not finite"):
+        run_binary(binary, PRESETS["default"], {"x": x})
 
 
 def test_glowsdk_simulate(tmp_path, capsys):
