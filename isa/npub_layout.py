@@ -141,7 +141,7 @@ TENSOR = Record("tensor", "One row of the tensor table.", [
     Field("layout", "H", "0: the dims as listed, row-major; 1 (format 1.1): an image stored channels-innermost, "
           "the dims listing N, H, W, C of a tensor whose logical dims are N, C, H, W (rank 4)"),
     Field("offset", "i", "quantization offset: real = (q - offset) * scale; 0 when not quantized"),
-    Field("scale", "d", "quantization scale (finite, > 0), or 0.0 when the tensor is not quantized"),
+    Field("scale", "d", "quantization scale (> 0 and a normal float32: inputs are divided by it in float32), or 0.0 when the tensor is not quantized"),
     Field("dram_address", "Q", "DRAM address of the tensor's first byte"),
     Field("size_bytes", "Q", "bytes the tensor occupies in DRAM (>= elements x element size; "
           "more when tiled)"),
