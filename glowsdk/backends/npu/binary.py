@@ -11,6 +11,7 @@ from isa.config import ArchConfig, config_hash
 from isa.container import NpuBinary
 from isa.sections import Bindings, MemoryPlan
 
+from .bmm import BatchMatMulLayer
 from .dma import copy_tiles, transfers
 from .emitter import Emitter
 from .gemm import GemmLayer
@@ -29,6 +30,9 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> No
     if isinstance(body, GemmLayer):
         prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
         emit_layer(em, tiles, prologue, matmul_config)
+    elif isinstance(body, BatchMatMulLayer):
+        tiles, matmul_config = body.tiles(base, plan.constants.base, config)
+        emit_layer(em, tiles, body.prologue(plan.constants.base), matmul_config)
     elif isinstance(body, SoftmaxLayer):
         emit_layer(em, body.tiles(base, config), body.prologue(plan.constants.base))
     elif isinstance(body, CopyLayer):

@@ -23,6 +23,7 @@ from ...graph.node import Constant, Node, NodeValue, Placeholder
 from ...graph.nodes import quant
 from ...graph.nodes.lrn_int8 import lrn_table
 from .affine import AffineLayer, check_bias
+from .bmm import MAX_COL_STRIDE, bmm_layer
 from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Requant, Rescale8
 from .grouped import grouped_layers
 from .lrn import LrnLayer
@@ -71,6 +72,13 @@ def requant_params(source: NodeValue, result: NodeValue, channels: int, what: st
         check_requant(m, k, what)
     return Requant(np.array([m for m, _ in pairs], np.int64), np.array([k for _, k in pairs], np.int64),
                    _zero(result))
+
+
+def _read_in_place(transpose: Node, view: DramTensor) -> bool:
+    """Whether every user of `transpose` is a product of two activations that can load `view` as it is."""
+    users = list(transpose.users)
+    return bool(users) and view.strides[-1] <= MAX_COL_STRIDE and all(
+        u.kind == "MatMul" and not isinstance(u.rhs.node, Constant) and quantized_form_ok(u) for u in users)
 
 
 @dataclass
@@ -208,6 +216,11 @@ class LayerBuilder:
 
     def _matmul(self, node: Node) -> None:
         user = next(iter(node.users))
+        if not isinstance(node.rhs.node, Constant):  # two activations (bmm.py)
+            self.fused.add(id(user))
+            requant = requant_params(user.input, user.result(), 1, f"'{user.name}'")
+            self.layers.append(Layer(node.name, node.kind, bmm_layer(self, node, user, requant)))
+            return
         bias = np.zeros(node.type.shape[-1], np.int64)
         if user.kind == "Add":
             other = user.rhs if user.lhs == node.result() else user.lhs
@@ -356,6 +369,9 @@ class LayerBuilder:
         perm = node.perm
         view = replace(source, shape=tuple(source.shape[p] for p in perm),
                        strides=tuple(source.strides[p] for p in perm))
+        if _read_in_place(node, view):  # the product's loads follow the permuted strides: no copy
+            self.values[node.result()] = view
+            return
         out = self._new(node.result())
         self.values[node.result()] = out
         self._copy(node.name, view, out)

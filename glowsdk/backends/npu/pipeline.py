@@ -78,9 +78,15 @@ def _signal_each(em: Emitter, specs: list[Spec], sem: int, wait: tuple[int, int]
     return count
 
 
-def _matmuls(em: Emitter, specs: list[Spec], loaded: tuple[int, int], free: tuple[int, int] | None) -> None:
-    """Emit one step's matrix work: the first MATMUL waits for its loads, the last frees the slot."""
-    _emit(em, specs, loaded, free, pick=lambda spec: spec[0] == "MATMUL")
+def _matmuls(em: Emitter, specs: list[Spec], loaded: tuple[int, int], free: tuple[int, int] | None,
+             acc_free: tuple[int, int] | None = None) -> None:
+    """Emit one step's matrix work: the first MATMUL waits for its loads, the last frees the slot. A step that
+    loads nothing into the accumulator waits `acc_free` on its leading CONFIG_MATMUL instead."""
+    first, _ = _emit(em, specs, loaded, free, pick=lambda spec: spec[0] == "MATMUL")
+    if acc_free:
+        if specs[0][0] != "CONFIG_MATMUL":
+            raise AssertionError("a step with no accumulator load starts with CONFIG_MATMUL")
+        em.set_sync(first - specs.index(next(s for s in specs if s[0] == "MATMUL")), wait=acc_free)
 
 
 def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Spec] = (), matmul_config: Spec | None = None) -> None:
@@ -100,8 +106,11 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Spec] = (), matmul
             s = g % 2
             if gemm:
                 acc_wait = (ACCFREE + slot, 1) if t >= 2 and j == 0 else None
-                loaded = _signal_each(em, step.loads, LOADED + s, (MFREE + s, 1) if g >= 2 else None, acc_wait)
-                _matmuls(em, step.matmuls, (LOADED + s, loaded), (MFREE + s, 1) if g + 2 < total_steps else None)
+                acc_load = any(m == "LOAD" and f["space"] == "acc" for m, f in step.loads)
+                loaded = _signal_each(em, step.loads, LOADED + s, (MFREE + s, 1) if g >= 2 else None,
+                                      acc_wait if acc_load else None)
+                _matmuls(em, step.matmuls, (LOADED + s, loaded), (MFREE + s, 1) if g + 2 < total_steps else None,
+                         None if acc_load else acc_wait)
             else:
                 free = ((VFREE if tile.vector else SFREE) + s, 1) if g >= 2 else None
                 loaded = _signal_each(em, step.loads, LOADED + s, free)

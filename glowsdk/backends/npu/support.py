@@ -2,7 +2,8 @@
 
 Matrix work must arrive as a layer: Conv (int8 image, constant symmetric int8 filter, optional int32
 bias, 2-D, any groups: grouped.py) or a 2-D MatMul by a constant int8 matrix, whose only user is a
-Rescale to int8 (the MatMul possibly through one Add of a constant int32 bias row first); likewise a
+Rescale to int8 (the MatMul possibly through one Add of a constant int32 bias row first), or a MatMul
+of two int8 activations of one batch shape (attention's products, bmm.py) rescaled to int8; likewise a
 Mul of an int8 image by a constant per-channel vector (a standalone BatchNorm, through a per-channel
 int32 bias: affine.py). Softmax (over trailing dims) takes an int8 input to the fixed int8 type of
 probabilities; LRN keeps its int8 type (lrn.py); a TableLookup maps int8 to int8 through a constant
@@ -25,6 +26,7 @@ from ...graph.node import Constant, Node, NodeValue
 from ...graph.nodes import quant
 from ...graph.nodes.lrn_int8 import lrn_table
 from ...graph.types import ElemKind
+from .bmm import bmm_limits
 from .softmax import MAX_GROUP, fits, trailing_length
 
 Q8, Q32 = ElemKind.QINT8, ElemKind.QINT32
@@ -97,10 +99,12 @@ def lrn_limits(node: Node) -> list[str]:
 
 
 def matmul_limits(node: Node) -> list[str]:
-    """The matrix engine multiplies a 2-D matrix by weights it loads: a constant right operand."""
+    """The matrix engine multiplies a 2-D matrix by constant weights it pre-tiles (gemm.py), or two run-time
+    operands of one batch shape (bmm.py)."""
+    if not _constant(node.rhs):
+        return bmm_limits(node.lhs.type.shape, node.rhs.type.shape)
     rank = len(node.lhs.type.shape)
-    return [*([] if rank == 2 else [f"a left operand of rank {rank}, not 2"]),
-            *([] if _constant(node.rhs) else ["a right operand computed at run time, not constant weights"])]
+    return [] if rank == 2 else [f"a left operand of rank {rank}, not 2 (with constant weights)"]
 
 
 LIMITS: dict[str, Callable[[Node], list[str]]] = {
@@ -175,6 +179,8 @@ def _bias_add(node: Node) -> bool:
 
 def _matmul(node: Node) -> bool:
     lhs, rhs = node.lhs, node.rhs
+    if not _constant(rhs):  # two activations: int8 per tensor each, the product rescaled (bmm.py)
+        return not matmul_limits(node) and _int8(lhs) and _int8(rhs) and node.type.elem is Q32 and _rescaled(node)
     if not (not matmul_limits(node) and _int8(lhs) and rhs.type.elem is Q8
             and not rhs.type.offsets.any() and node.type.elem is Q32 and len(node.users) == 1):
         return False
