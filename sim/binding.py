@@ -9,7 +9,7 @@ bit-identical to the interpreter's Quantize kernel); quantized outputs are dequa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -88,9 +88,9 @@ def _random(tensor: TensorInfo, rng: np.random.Generator) -> np.ndarray:
 
 
 def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.ndarray], *, checked: bool = False,
-               ideal_dram: bool = False, seed: int = 0) -> BinaryRun:
+               ideal_dram: bool = False, seed: int = 0, progress: Callable[[int, int], None] | None = None) -> BinaryRun:
     """Simulate `binary` (already read and validated for `config`) on the given inputs; missing inputs are
-    filled with seeded random values of their element type and listed in `generated`."""
+    filled with seeded random values of their element type and listed in `generated`; `progress` as `simulate`'s."""
     unknown = sorted(set(inputs) - set(binary.bindings.inputs))
     if unknown:
         raise SimInputError(f"input '{unknown[0]}': the binary has no such input "
@@ -107,7 +107,7 @@ def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.nd
             generated.append(name)
         image[tensor.dram_address] = value
     result = simulate(binary.instructions, config, dram=image, layers=binary.debug, checked=checked,
-                      ideal_dram=ideal_dram)
+                      ideal_dram=ideal_dram, progress=progress)
     outputs = {}
     for name, index in binary.bindings.outputs.items():
         tensor = binary.tensors[index]

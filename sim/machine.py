@@ -12,6 +12,7 @@ are, the machine is deadlocked; the error says what each unit waits for.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import simpy
@@ -27,6 +28,10 @@ from .races import RaceChecker
 from .semantics import Datapath, ExecutionFault, Write
 from .steps import ENGINES, Step
 from .sync import InstrQueue, Semaphores
+
+PROGRESS_EVERY = 4096
+"""Completed instructions between two progress reports (a ResNet-50 runs about 100,000).
+"""
 
 STALLS = ("semaphore", "queue_empty", "queue_full", "dram_bandwidth", "dram_latency")
 """Why a unit was not busy: waiting on a semaphore, on the dispatcher (its queue empty), on a full queue
@@ -59,8 +64,10 @@ class Machine:
     """One run of a prepared program on a configuration."""
 
     def __init__(self, steps: list[Step], config: ArchConfig, memories: Memories, *, checked: bool = False,
-                 ideal_dram: bool = False) -> None:
+                 ideal_dram: bool = False, progress: Callable[[int, int], None] | None = None) -> None:
         self.steps, self.config, self.memories = steps, config, memories
+        self.progress = progress
+        """Told (instructions completed, instructions in all) every PROGRESS_EVERY completions."""
         self.ideal_dram = ideal_dram
         self.env = simpy.Environment()
         self.queues = {engine: InstrQueue(self.env, config.queue_depth) for engine in ENGINES}
@@ -191,6 +198,8 @@ class Machine:
         if unit is Engine.CONTROL:
             self.units[unit].busy += 1  # NOP and END take their cycle in the dispatcher
         self.completed += 1
+        if self.progress is not None and self.completed % PROGRESS_EVERY == 0:
+            self.progress(self.completed, len(self.steps))
         self._signal(step)
 
     def _transfer(self, step: Step, stats: UnitStats):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import threadpoolctl
 from threadpoolctl import threadpool_limits
@@ -75,14 +75,16 @@ ONE_BLAS_THREAD = _OneBlasThread()
 
 
 def simulate(program: Sequence[Instr], config: ArchConfig, *, dram: DramImage | None = None,
-             layers: Sequence[DebugRange] = (), checked: bool = False, ideal_dram: bool = False) -> SimResult:
+             layers: Sequence[DebugRange] = (), checked: bool = False, ideal_dram: bool = False,
+             progress: Callable[[int, int], None] | None = None) -> SimResult:
     """Execute `program` from reset on `config`, DRAM initialised from `dram`; raises a SimError on a fault,
-    a race (checked mode) or deadlock."""
+    a race (checked mode) or deadlock. `progress` is told (instructions completed, in all) now and then."""
     began = time.perf_counter()
     steps = prepare(program, config, layers)
     reach = [x.stop for s in steps for x in s.extents if x.memory == "dram" and x.stop <= config.dram_bytes]
     memories = Memories(config, max(reach, default=0), dram)
     with ONE_BLAS_THREAD:
-        timeline = Machine(steps, config, memories, checked=checked, ideal_dram=ideal_dram).run()
+        timeline = Machine(steps, config, memories, checked=checked, ideal_dram=ideal_dram,
+                           progress=progress).run()
     return SimResult(config, steps, timeline, memories, list(layers), checked=checked, ideal_dram=ideal_dram,
                      wall_seconds=time.perf_counter() - began)

@@ -370,7 +370,7 @@ def test_cli_profile_squeezenet_random(tmp_path):
     assert f"profiled {len(profile)} values of squeezenet" in proc.stdout
     widest = profile.widest(10)
     assert len(widest) == 10 and all(v.name in proc.stdout for v in widest)
-    assert "profiling: 4/4" in proc.stderr
+    assert "profiling" not in proc.stderr  # progress is for terminals: a pipe gets none
     assert all(v.count == 4 * int(np.prod(v.shape)) for v in profile.values.values())
 
 

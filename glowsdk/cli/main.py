@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, safe_file_name, write_arrays, write_text
 from . import bench, npu, options, partition_report, quantize, serve, train
-from .progress import Progress
+from ..progress import Progress
 
 EXIT_BAD_INPUT = 2
 

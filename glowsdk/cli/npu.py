@@ -4,10 +4,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, write_arrays
+from ..progress import Progress, progress
 from . import options
+
+if TYPE_CHECKING:
+    from sim.results import SimResult
+
+    from ..backends.npu.backend import NpuFunction
 
 
 def cmd_disasm(args: argparse.Namespace) -> int:
@@ -35,9 +42,13 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         check_writable_file(args.trace, "--trace")
     if is_package(args.file):
         return simulate_package(args)
-    binary, config = load_binary(args.file, args.config)
+    with Progress("reading", None, "file") as bar:
+        bar.label(args.file)
+        binary, config = load_binary(args.file, args.config)
     feeds = dict(options.load_input(s) for s in args.input)
-    run = run_binary(binary, config, feeds, checked=args.checked, ideal_dram=args.ideal_dram, seed=args.seed)
+    with Progress("simulating", len(binary.instructions), "instr") as bar:
+        run = run_binary(binary, config, feeds, checked=args.checked, ideal_dram=args.ideal_dram, seed=args.seed,
+                         progress=bar)
     for name in run.generated:
         print(f"input {name}: random, seed {args.seed}", file=sys.stderr)
     if args.trace:
@@ -85,7 +96,7 @@ def simulate_package(args: argparse.Namespace) -> int:
     values = {**generated, **feeds}
     hosts = fallback_backends(package.fallback)
     rows, reports, npu_seconds, host_seconds, moved = [], [], 0.0, 0.0, 0
-    for part in progress_over(package.parts, "partitions"):
+    for part in progress(package.parts, "partitions", unit="partition", label=lambda p: p.device):
         inputs = {name: values[name] for name in part.inputs}
         moved += sum(int(values[name].nbytes) for name in part.inputs)
         if part.device == "host":
@@ -100,7 +111,9 @@ def simulate_package(args: argparse.Namespace) -> int:
                 binary, config = load_binary(part.payload, args.config)
             except GlowError as err:
                 raise GlowError(f"{args.file}: partition {part.index}: {err}") from None
-            run = run_binary(binary, config, inputs, checked=args.checked, ideal_dram=args.ideal_dram, seed=args.seed)
+            with Progress(f"simulating partition {part.index}", len(binary.instructions), "instr") as bar:
+                run = run_binary(binary, config, inputs, checked=args.checked, ideal_dram=args.ideal_dram,
+                                 seed=args.seed, progress=bar)
             values.update(run.outputs)
             npu_seconds += run.result.seconds
             reports.append((part.index, run.result))
@@ -129,22 +142,10 @@ def simulate_package(args: argparse.Namespace) -> int:
     return 0
 
 
-def progress_over(items: list, label: str):
-    """`items`, with a progress bar on a terminal (simulating a large partition takes seconds)."""
-    from .progress import Progress
-
-    bar = Progress(label)
-    for done, item in enumerate(items, start=1):
-        yield item
-        bar(done, len(items), label)
-    bar.close()
-
-
 def compile_report(compiled, target: str) -> str:
     """`compile --report`: the NPU binary simulated once on seeded random inputs, layer by layer."""
     from ..backends.npu.backend import NpuFunction
     from ..backends.npu.report import format_report
-    from sim.binding import run_binary
 
     from ..compiler.partition.hetero import PartitionedFunction
 
@@ -152,10 +153,19 @@ def compile_report(compiled, target: str) -> str:
         parts = [p for p in compiled.device_partitions() if isinstance(p.compiled, NpuFunction)]
         if parts:
             return "\n\n".join(f"== NPU partition {p.index} ==\n" + format_report(
-                p.compiled, run_binary(p.compiled.binary, p.compiled.config, {}).result) for p in parts)
+                p.compiled, simulated(p.compiled)) for p in parts)
     if not isinstance(compiled, NpuFunction):
         raise GlowError(f"--report: target {target} does not compile to NPU layers (use --target npu)")
-    return format_report(compiled, run_binary(compiled.binary, compiled.config, {}).result)
+    return format_report(compiled, simulated(compiled))
+
+
+def simulated(compiled: NpuFunction) -> SimResult:
+    """One simulation of an NpuFunction's binary on seeded random inputs, with a progress bar."""
+    from sim.binding import run_binary
+
+    binary = compiled.binary
+    with Progress("simulating", len(binary.instructions), "instr") as bar:
+        return run_binary(binary, compiled.config, {}, progress=bar).result
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import load_npy
+from ..progress import Progress
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -89,7 +90,8 @@ def quantization_config(args: argparse.Namespace, network):
     elif count:
         print(f"warning: quantizing with a profile of {count} random inputs (no --load-profile): "
               f"accuracy is unknown", file=sys.stderr)
-        profile = collect_profile(network, calibration_random(network, count))
+        with Progress("calibrating", count, "sample") as bar:
+            profile = collect_profile(network, calibration_random(network, count), progress=bar)
     else:
         given = [flag for flag, value in (("--schema", args.schema), ("--calibration", args.calibration),
                                           ("--per-channel", args.per_channel or None),
@@ -170,4 +172,6 @@ def load_network(args: argparse.Namespace):
     from .. import api
 
     shapes = dict(parse_shape(s) for s in args.input_shape)
-    return api.load(args.model, input_shapes=shapes, batch=args.batch, random_weights=args.random_weights)
+    with Progress("loading", None, "model") as bar:
+        bar.label(args.model)
+        return api.load(args.model, input_shapes=shapes, batch=args.batch, random_weights=args.random_weights)

@@ -7,7 +7,7 @@ import json
 from ..errors import GlowError
 from ..files import check_writable_file, load_npy, write_text
 from . import options
-from .progress import Progress
+from ..progress import Progress
 
 
 def cmd_quantize_report(args: argparse.Namespace) -> int:

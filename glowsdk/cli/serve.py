@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import check_writable_file, write_text
+from ..progress import Progress, progress
 from . import options
 
 DEVICE_KINDS = ("npu", "cpu")
@@ -110,15 +111,17 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
         # the host's provisioner, with the fallback asked for (the same devices and NPU preset)
         host.provisioner = Provisioner(host.devices, host.provisioner.npu_config, host.provisioner.max_replicas,
                                        fallback=FALLBACKS[args.fallback])
-        plan = host.add_network("model", network, quantization)
+        with Progress("provisioning", None, "step") as bar:
+            bar.label("partitioning and compiling for the devices")
+            plan = host.add_network("model", network, quantization)
         inputs = [network.random_inputs(args.seed + i) for i in range(min(args.requests, args.distinct_inputs))]
         began = time.perf_counter()
         futures = [host.run("model", inputs[i % len(inputs)]) for i in range(args.requests)]
-        responses = [f.result() for f in futures]
+        responses = [f.result() for f in progress(futures, "serving", unit="request")]
         wall = time.perf_counter() - began
         mismatches = None
         if args.check:
-            wanted = [evaluate(plan.graph, x) for x in inputs]
+            wanted = [evaluate(plan.graph, x) for x in progress(inputs, "checking", unit="input")]
             mismatches = sum(any(not outputs_match(r.outputs[k], v) for k, v in wanted[i % len(inputs)].items())
                              for i, r in enumerate(responses))
         busiest = max(d.busy_seconds for d in host.devices) or 1.0

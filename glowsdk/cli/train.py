@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import atomic_write, check_writable_file
+from ..progress import Progress
 from . import options
 
 TARGET_KEY = "target"
@@ -108,7 +109,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     for epoch in range(args.epochs):
         start = time.perf_counter()
         try:
-            loss = trainer.epoch(batches)
+            with Progress(f"epoch {epoch + 1}/{args.epochs}", len(batches), "batch") as bar:
+                loss = trainer.epoch(batches, lambda done, last: bar(done, label=f"loss {last:.4g}"))
         except DivergedError as err:
             raise GlowError(f"training diverged{err.where}: {err.what}; nothing written, "
                             f"try a smaller --lr than {args.lr:g}") from None

@@ -18,6 +18,7 @@ from ..backends.base import Backend, CompiledFunction, CompileOptions, unsupport
 from ..errors import GraphError, UnsupportedOpsError
 from ..graph.function import Function
 from ..graph.node import Node
+from ..progress import Progress
 from .lowering import lower_function
 from .partition.hetero import compile_partitioned
 from .partition.placement import FALLBACK, compute_nodes, place, supported_sides
@@ -59,8 +60,30 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
     fallbacks = [f for f in fallbacks if f.name != backend.name]
     options = _check_options(backend, fallbacks, options)
     backend.compile_options = options
-    hook = on_stage or (lambda stage, fn: None)
-    manager = passes or PassManager()
+    with Progress(f"compiling for {backend.name}", None, "stage") as bar:
+        bar.label("copying the graph")
+        hook = _showing_steps(bar, backend, quantization is not None, on_stage or (lambda stage, fn: None))
+        return _compile(function, backend, options, passes or PassManager(), hook, verify_each, instrument,
+                        quantization, fallbacks)
+
+
+def _showing_steps(bar: Progress, backend: Backend, quantizing: bool, hook: StageHook) -> StageHook:
+    """`hook`, and the bar told which step comes next (the backend's code generation can take seconds)."""
+    after = {"imported": "optimising", "optimized": "lowering",
+             "lowered": "quantizing" if quantizing else f"{backend.name} transform",
+             "quantized": f"{backend.name} transform", "transformed": "scheduling",
+             "scheduled": f"{backend.name} code generation"}
+
+    def on_stage(stage: str, function: Function) -> None:
+        hook(stage, function)
+        bar.step(after.get(stage, stage))
+
+    return on_stage
+
+
+def _compile(function: Function, backend: Backend, options: CompileOptions, manager: PassManager,
+             hook: StageHook, verify_each: bool, instrument: Instrument | None,
+             quantization: QuantizationConfig | None, fallbacks: list[Backend]) -> CompiledFunction:
     function, quantization_report = prepare_function(function, backend, manager=manager, hook=hook,
                                                      verify_each=verify_each, instrument=instrument,
                                                      quantization=quantization, partial=bool(fallbacks))

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
-from glowsdk.cli.progress import Progress
+from glowsdk.progress import Progress
 
 from .onnx_harness import Outcome
 
