@@ -201,7 +201,10 @@ def _parser_refusal(exc: Exception) -> str:
 def config_from_mapping(data: dict[str, Any], where: str = "configuration") -> ArchConfig:
     """Build a configuration from parsed keys, naming `where` and the key in every error."""
     base_name = data.get("preset", "default")
-    if not isinstance(base_name, str) or base_name not in PRESETS:
+    if not isinstance(base_name, str):  # not its repr: str() refuses an integer of over 4300 digits
+        raise ConfigError(f"{where}: key 'preset': expected one of {', '.join(PRESETS)}, "
+                          f"got {type(base_name).__name__}")
+    if base_name not in PRESETS:
         raise ConfigError(f"{where}: key 'preset' = {base_name!r} is not one of {', '.join(PRESETS)}")
     values: dict[str, Any] = {"name": data.get("name", Path(where).stem or "custom")}
     if not isinstance(values["name"], str) or not values["name"] or not values["name"].isprintable():
