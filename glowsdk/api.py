@@ -42,7 +42,7 @@ class Network:
 
     @property
     def outputs(self) -> list[TensorInfo]:
-        return [TensorInfo(p.name, p.type) for p in self.function.output_placeholders()]
+        return _named(self.module, [TensorInfo(p.name, p.type) for p in self.function.output_placeholders()])
 
     def random_inputs(self, seed: int = 0) -> dict[str, np.ndarray]:
         """Seeded random values for every input."""
@@ -63,11 +63,17 @@ class CompiledNetwork:
 
     @property
     def outputs(self) -> list[TensorInfo]:
-        return self.compiled.outputs
+        return _named(self.network.module, self.compiled.outputs)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run on named numpy arrays; returns the outputs by name."""
-        return self.compiled.execute(dict(inputs))
+        """Run on named numpy arrays; returns the outputs by name (the model's names)."""
+        renamed = self.network.module.output_names
+        return {renamed.get(k, k): v for k, v in self.compiled.execute(dict(inputs)).items()}
+
+
+def _named(module: Module, outputs: list[TensorInfo]) -> list[TensorInfo]:
+    """`outputs` under the model's names (an output that is also an input has a placeholder of another name)."""
+    return [TensorInfo(module.output_names.get(t.name, t.name), t.type) for t in outputs]
 
 
 def read_model(model: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:

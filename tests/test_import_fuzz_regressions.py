@@ -178,9 +178,46 @@ def test_newlines_in_names_and_paths_stay_escaped(tmp_path):
     refused(str(path), ModelFileError, "new\\nline")
 
 
-def test_a_graph_output_that_is_a_graph_input_is_not_renamed():
-    passthrough = model([helper.make_node("Relu", ["x"], ["y"])], outputs=("y", "x"))
-    refused(passthrough, GraphError, "graph output 'x' is the graph input", "Identity")
+PASS_THROUGH_TARGETS = ["interpreter", "cpu", "npu"]
+
+
+def _pass_through_model(conv: bool) -> onnx.ModelProto:
+    """Input x also listed as output x (an identity, as onnxruntime runs it), beside a conv of x, or alone."""
+    shape = [1, 4, 5, 5]
+    nodes, inits, outputs = [], [], [helper.make_tensor_value_info("x", F, shape)]
+    if conv:
+        rng = np.random.default_rng(0)
+        inits = [numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32) * 0.2, "w")]
+        nodes = [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])]
+        outputs.insert(0, helper.make_tensor_value_info("y", F, shape))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, shape)], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("target", PASS_THROUGH_TARGETS)
+@pytest.mark.parametrize("conv", [True, False], ids=["beside-a-conv", "alone"])
+def test_a_graph_output_that_is_a_graph_input_keeps_its_name_and_value(target, conv):
+    import onnxruntime as ort
+
+    from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
+
+    proto = _pass_through_model(conv)
+    x = np.random.default_rng(1).standard_normal((1, 4, 5, 5)).astype(np.float32)
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"x": x})))
+    net = glowsdk.load(proto)
+    assert [o.name for o in net.outputs] == list(want) and [i.name for i in net.inputs] == ["x"]
+    quant = QuantizationConfig(collect_profile(net, calibration_random(net, 2))) if target == "npu" else None
+    exe = glowsdk.compile(net, target, quantization=quant, fallback=None)
+    got = exe.run({"x": x})
+    assert [o.name for o in exe.outputs] == list(want) == list(got)
+    np.testing.assert_array_equal(got["x"], want["x"])  # an identity: the same bits, on every target
+    if conv:
+        tolerance = 0.1 * np.abs(want["y"]).max() if target == "npu" else 1e-5  # int8 against float
+        np.testing.assert_allclose(got["y"], want["y"], atol=tolerance)
+
+
+def test_an_initializer_that_is_a_graph_output_keeps_its_name():
     # an initializer that is also a graph output keeps its name: constants take another one
     w = numpy_helper.from_array(np.ones((2, 3), np.float32), "w")
     net = glowsdk.load(model([helper.make_node("Add", ["x", "w"], ["y"])], outputs=("y", "w"), inits=[w]))

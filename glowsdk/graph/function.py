@@ -26,6 +26,9 @@ class Module:
         self.functions: dict[str, Function] = {}
         self._names: set[str] = set()
         self._reserved: set[str] = set()
+        self.output_names: dict[str, str] = {}
+        """Output placeholder -> the model's name for that output, where the two differ: an ONNX graph output
+        that is also a graph input (an identity pass-through) cannot share the input placeholder's name."""
 
     def reserve_names(self, names: Iterable[str]) -> None:
         """Keep `names` for placeholders created later (network outputs keep their names)."""
@@ -72,6 +75,7 @@ class Module:
         copy = Module()
         copy._names = set(self._names)
         copy._reserved = set(self._reserved)
+        copy.output_names = dict(self.output_names)
         mapping: dict[int, Node] = {}
         for const in self.constants.values():
             mapping[id(const)] = copy.constants[const.name] = Constant(const.name, const.value, const.type)

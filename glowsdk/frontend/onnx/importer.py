@@ -57,11 +57,6 @@ def _import(model: onnx.ModelProto, input_shapes: dict, constants: dict, source:
     check_definitions(graph, source)
     outputs = {v.name for v in graph.output}
     initializers = {t.name for t in graph.initializer}
-    for value in graph.input:
-        if value.name in outputs and value.name not in initializers:
-            raise GraphError(f"{source}: graph output '{shown(value.name)}' is the graph input of that name: "
-                             f"glowsdk's inputs and outputs share one namespace, so the output cannot keep "
-                             f"its name (add an Identity node giving the output a name of its own)")
 
     module = Module()
     module.reserve_names(outputs)
@@ -89,7 +84,9 @@ def _import(model: onnx.ModelProto, input_shapes: dict, constants: dict, source:
         if value.name not in ctx.env:
             raise GraphError(f"{source}: graph output '{shown(value.name)}' is not produced by any node")
         _check_declared_output(value, ctx.env[value.name], source)
-        function.save(ctx.env[value.name], value.name)
+        placeholder = function.save(ctx.env[value.name], value.name)
+        if placeholder.name != value.name:  # also a graph input: the placeholder's name is taken
+            module.output_names[placeholder.name] = value.name
     function.erase_dead()
     module.erase_unused_storage()
     function.verify()
