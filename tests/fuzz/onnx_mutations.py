@@ -438,7 +438,11 @@ def mutate(seed: bytes, rng: random.Random, count: int) -> Mutant:
     """A mutant of the serialized `seed`: `count` mutations drawn at random (skipping inapplicable ones)."""
     model = onnx.ModelProto()
     model.ParseFromString(seed)
-    m = Mutant(model)
+    return apply(Mutant(model), rng, count)
+
+
+def apply(m: Mutant, rng: random.Random, count: int) -> Mutant:
+    """`count` more mutations of `m`, in place (an inapplicable one is skipped, four tries per edit)."""
     names = list(MUTATIONS)
     tries = 0
     while len(m.log) < count and tries < 4 * count:
