@@ -122,7 +122,11 @@ _METADATA = """\
 One UTF-8 JSON object, parsed with a JSON parser only (NaN and Infinity are refused).
 Keys the glowsdk compiler writes: `model` (the model's name), `compiler` (name and
 version), `options` (the compile options, an object), `config` (the configuration
-preset or file it was compiled for). A reader requires only that it is an object.
+preset or file it was compiled for), `roofline` (one entry per debug range: `null` for
+a layer the roofline bound counts as free, else an object of `macs`, `unit` ("array" or
+"vector"), `weight_bytes`, `input_bytes`, `output_bytes`; npu_architecture.md, "The
+roofline bound"). A reader requires only that it is an object; a simulator refuses a
+`roofline` entry of another form.
 """
 
 

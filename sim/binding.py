@@ -2,9 +2,10 @@
 
 The container's memory plan is absolute (vendor_guide/npub_format.md): the constants section goes
 to the start of the constants region, each input tensor (dense, row-major) to its address, and
-each output is read back from its address. Inputs given as floats are quantized with the tensor
-table's scale and offset (divided in float32, round half to even, saturated to the element type:
-bit-identical to the interpreter's Quantize kernel); quantized outputs are dequantized to float32, others returned as stored.
+each output is read back from its address; the roofline workloads the metadata records go with the
+run (isa/roofline.py). Inputs given as floats are quantized with the tensor table's scale and
+offset (divided in float32, round half to even, saturated to the element type: bit-identical to the
+interpreter's Quantize kernel); quantized outputs are dequantized to float32, others returned as stored.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from glowsdk.graph.types import ElemKind
 from isa.config import PRESETS, ArchConfig, config_hash, resolve_config
 from isa.container import NpuBinary, read_npub
 from isa.npub_layout import ELEM_KINDS
+from isa.roofline import from_metadata
 from isa.sections import TensorInfo, float32_scale
 
 from .errors import SimInputError
@@ -106,8 +108,12 @@ def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.nd
             value = _random(tensor, rng)
             generated.append(name)
         image[tensor.dram_address] = value
-    result = simulate(binary.instructions, config, dram=image, layers=binary.debug, checked=checked,
-                      ideal_dram=ideal_dram, progress=progress)
+    try:
+        workloads = from_metadata(binary.metadata, len(binary.debug))
+    except ValueError as err:
+        raise SimInputError(str(err)) from None
+    result = simulate(binary.instructions, config, dram=image, layers=binary.debug, workloads=workloads,
+                      checked=checked, ideal_dram=ideal_dram, progress=progress)
     outputs = {}
     for name, index in binary.bindings.outputs.items():
         tensor = binary.tensors[index]

@@ -29,9 +29,21 @@ def _count(n: float) -> str:
 
 def _layer_line(row: LayerRow, width: int) -> str:
     intensity = f"{row.intensity:8.1f}" if row.intensity is not None else f"{'-':>8}"
+    bound = f"{row.roofline_cycles:>11,.0f}" if row.roofline_cycles is not None else f"{'-':>11}"
+    ratio = f"{row.ratio:>7.3f}x" if row.ratio is not None else f"{'-':>8}"
     return (f"{row.name[:width]:<{width}} {row.kind[:10]:<10} {row.cycles:>11,} {_count(row.macs):>9} "
             f"{row.utilisation:>6.1%} {_bytes(row.dram_read):>10} {_bytes(row.dram_written):>10} {intensity} "
-            f"{row.bound:>8} {row.roofline_percent:>8.1f}%")
+            f"{row.bound:>8} {bound} {ratio}")
+
+
+def _bound_line(result: SimResult, total: LayerRow) -> str:
+    """The headline: the simulated cycles against the roofline bound of the layers the binary runs."""
+    if total.roofline_cycles is None:
+        return "  roofline      unknown (the binary records no layer workloads)"
+    ratio = f"{total.ratio:.3f}x" if total.ratio is not None else "-"
+    layers = sum(w is not None for w in result.workloads)
+    return (f"  roofline      bound {total.roofline_cycles:,.0f} cycles (the sum over {layers} convolution/matrix "
+            f"layers of max(MACs / peak, bytes / DRAM B/cycle)): the run takes {ratio} the bound")
 
 
 def format_text(result: SimResult) -> str:
@@ -46,7 +58,8 @@ def format_text(result: SimResult) -> str:
         f"(config {config_hash(cfg)[:16]}){' [' + mode + ']' if mode else ''}",
         f"  cycles        {result.cycles:,} ({result.seconds * 1e3:.4g} ms at {cfg.clock_ghz:g} GHz)",
         f"  MACs          {_count(total.macs)}: {total.utilisation:.1%} of the array's "
-        f"{cfg.macs_per_cycle:,} MAC/cycle; {total.roofline_percent:.1f}% of the roofline bound ({total.bound}-bound)",
+        f"{cfg.macs_per_cycle:,} MAC/cycle",
+        _bound_line(result, total),
         f"  DRAM          read {_bytes(total.dram_read)}, written {_bytes(total.dram_written)}: "
         f"{s['dram']['bytes_per_cycle']:.2f} of {cfg.dram_bytes_per_cycle} B/cycle "
         f"({s['dram']['bytes_per_cycle'] / cfg.dram_bytes_per_cycle:.1%})" if moved else "  DRAM          no traffic",
@@ -65,7 +78,7 @@ def format_text(result: SimResult) -> str:
     width = max([len("(total)"), *(len(r.name) for r in rows)])
     width = min(width, 40)
     lines += ["", f"{'layer':<{width}} {'kind':<10} {'cycles':>11} {'MACs':>9} {'util':>6} {'DRAM read':>10} "
-              f"{'written':>10} {'ops/B':>8} {'bound':>8} {'roofline':>9}"]
+              f"{'written':>10} {'ops/B':>8} {'bound':>8} {'bound cyc':>11} {'ratio':>8}"]
     lines += [_layer_line(row, width) for row in rows]
     lines.append(_layer_line(total, width))
     return "\n".join(lines)

@@ -2,10 +2,11 @@
 
 A layer is a range of the binary's debug table. Its cycles run from the first start to the last end
 of its data-moving and computing instructions (configuration runs ahead on idle engines and does
-not count; layers can overlap when DMA runs ahead); its ideal cycles are MACs / (R x C);
-its roofline bound is max(ideal cycles, DRAM bytes / DRAM bytes per cycle), and it is compute-bound
-when the first term is the larger, memory-bound otherwise. Arithmetic intensity is in ops per DRAM
-byte (2 per MAC), the unit of the datasheet's ridge point.
+not count; layers can overlap when DMA runs ahead); its ideal cycles are the MACs its MATMULs do
+over R x C. Its roofline bound is the one of `isa.roofline`, from the workload the binary records
+for it (a layer without one is free; a binary recording none has no bound): the compute and memory
+terms, the larger of the two, and the ratio of the simulated cycles to it. Arithmetic intensity is
+in ops per DRAM byte actually moved (2 per MAC), the unit of the datasheet's ridge point.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from isa.config import ArchConfig, config_hash
+from isa.roofline import Workload, network_bound
 from isa.schema import Engine
 from isa.sections import DebugRange
 
@@ -42,8 +44,12 @@ class LayerRow:
     dram_written: int
     intensity: float | None
     bound: str
-    roofline_cycles: float
-    roofline_percent: float
+    """'compute' or 'memory' (the larger term), 'free', or '-' when the binary records no workloads"""
+    compute_bound: float | None
+    memory_bound: float | None
+    roofline_cycles: float | None
+    ratio: float | None
+    """simulated cycles / roofline cycles (None when the bound is 0 or unknown)"""
 
 
 @dataclass(frozen=True)
@@ -62,8 +68,12 @@ class SimResult:
     """A finished run: the timeline, the final memories, and the reports derived from them."""
 
     def __init__(self, config: ArchConfig, steps: list[Step], timeline: Timeline, memories: Memories,
-                 layers: list[DebugRange], *, checked: bool, ideal_dram: bool, wall_seconds: float) -> None:
+                 layers: list[DebugRange], *, checked: bool, ideal_dram: bool, wall_seconds: float,
+                 workloads: list[Workload | None] | None = None) -> None:
+        if workloads is not None and len(workloads) != len(layers):
+            raise ValueError(f"{len(workloads)} workloads for {len(layers)} layers")
         self.config, self.steps, self.timeline, self.memories = config, steps, timeline, memories
+        self.workloads = workloads
         self.layers, self.checked, self.ideal_dram, self.wall_seconds = layers, checked, ideal_dram, wall_seconds
         self.macs = np.array([s.macs for s in steps], np.int64)
         self.works = np.array([s.engine is not Engine.CONTROL and not s.instr.spec.family.endswith("-config")
@@ -81,7 +91,8 @@ class SimResult:
         """Latency at the configuration's clock."""
         return self.cycles / (self.config.clock_ghz * 1e9)
 
-    def _row(self, name: str, kind: str, first: int, stop: int) -> LayerRow:
+    def _row(self, name: str, kind: str, first: int, stop: int, work: list[Workload | None] | None) -> LayerRow:
+        """One row over instructions [first, stop) whose layers record `work` (None: no records)."""
         cfg = self.config
         span = slice(first, stop)
         timed = self.works[span] if self.works[span].any() else np.ones(stop - first, np.bool_)
@@ -89,22 +100,31 @@ class SimResult:
         cycles = int(ends.max() - starts.min()) if stop > first else 0
         macs, read, written = (int(a[span].sum()) for a in (self.macs, self.read, self.written))
         ideal = macs / cfg.macs_per_cycle
-        memory = (read + written) / cfg.dram_bytes_per_cycle
-        roofline = max(ideal, memory)
-        return LayerRow(name, kind, first, stop, cycles, macs, ideal, ideal / cycles if cycles else 0.0, read, written,
-                        2 * macs / (read + written) if read + written else None,
-                        "compute" if ideal >= memory else "memory", roofline,
-                        100.0 * roofline / cycles if cycles else 0.0)
+        intensity = 2 * macs / (read + written) if read + written else None
+        if work is None:
+            return LayerRow(name, kind, first, stop, cycles, macs, ideal, ideal / cycles if cycles else 0.0, read,
+                            written, intensity, "-", None, None, None, None)
+        real = [w for w in work if w is not None]
+        compute = sum(w.compute_cycles(cfg) for w in real)
+        memory = sum(w.memory_cycles(cfg) for w in real)
+        bound = network_bound(work, cfg)
+        limit = "free" if not real else "compute" if compute >= memory else "memory"
+        return LayerRow(name, kind, first, stop, cycles, macs, ideal, ideal / cycles if cycles else 0.0, read,
+                        written, intensity, limit, compute, memory, bound, cycles / bound if bound else None)
 
     def layer_rows(self) -> list[LayerRow]:
         """A row per debug-table layer, in program order."""
-        return [self._row(r.name, r.kind, r.start, r.stop) for r in self.layers]
+        works = self.workloads
+        return [self._row(r.name, r.kind, r.start, r.stop, None if works is None else [works[k]])
+                for k, r in enumerate(self.layers)]
 
     def total_row(self) -> LayerRow:
-        row = self._row("(total)", "", 0, len(self.steps))
+        """The whole program; its bound is the network's (the sum of the layers' bounds)."""
+        row = self._row("(total)", "", 0, len(self.steps), self.workloads)
+        bound = row.roofline_cycles
         return LayerRow(**{**asdict(row), "cycles": self.cycles,
                            "utilisation": row.ideal_cycles / self.cycles if self.cycles else 0.0,
-                           "roofline_percent": 100.0 * row.roofline_cycles / self.cycles if self.cycles else 0.0})
+                           "ratio": self.cycles / bound if bound else None})
 
     def unit_rows(self) -> list[UnitRow]:
         rows = []

@@ -18,6 +18,7 @@ from threadpoolctl import threadpool_limits
 
 from isa.config import ArchConfig
 from isa.encoding import Instr
+from isa.roofline import Workload
 from isa.sections import DebugRange
 
 from .machine import Machine
@@ -75,10 +76,12 @@ ONE_BLAS_THREAD = _OneBlasThread()
 
 
 def simulate(program: Sequence[Instr], config: ArchConfig, *, dram: DramImage | None = None,
-             layers: Sequence[DebugRange] = (), checked: bool = False, ideal_dram: bool = False,
+             layers: Sequence[DebugRange] = (), workloads: Sequence[Workload | None] | None = None,
+             checked: bool = False, ideal_dram: bool = False,
              progress: Callable[[int, int], None] | None = None) -> SimResult:
     """Execute `program` from reset on `config`, DRAM initialised from `dram`; raises a SimError on a fault,
-    a race (checked mode) or deadlock. `progress` is told (instructions completed, in all) now and then."""
+    a race (checked mode) or deadlock. `workloads` (one per layer, isa.roofline) give the roofline bound;
+    `progress` is told (instructions completed, in all) now and then."""
     began = time.perf_counter()
     steps = prepare(program, config, layers)
     reach = [x.stop for s in steps for x in s.extents if x.memory == "dram" and x.stop <= config.dram_bytes]
@@ -87,4 +90,5 @@ def simulate(program: Sequence[Instr], config: ArchConfig, *, dram: DramImage | 
         timeline = Machine(steps, config, memories, checked=checked, ideal_dram=ideal_dram,
                            progress=progress).run()
     return SimResult(config, steps, timeline, memories, list(layers), checked=checked, ideal_dram=ideal_dram,
-                     wall_seconds=time.perf_counter() - began)
+                     wall_seconds=time.perf_counter() - began,
+                     workloads=None if workloads is None else list(workloads))

@@ -13,6 +13,7 @@ import pytest
 from glowsdk.cli.main import main as cli_main
 from isa import PRESETS, assemble, config_hash, load_config
 from isa.container import NpuBinary, write_npub
+from isa.roofline import Workload, to_metadata
 from isa.sections import Bindings, DebugRange, MemoryPlan, Region, TensorInfo
 from sim.binding import load_binary, run_binary
 from sim.errors import SimInputError
@@ -27,6 +28,8 @@ RNG = np.random.default_rng(7)
 WEIGHTS = RNG.integers(-128, 128, (288, 60), dtype=np.int8)
 BIAS = RNG.integers(-5000, 5000, 60).astype("<i4")
 X_SCALE, X_ZP, Y_SCALE, Y_ZP = 0.05, -3, 0.1, 5
+WORKLOADS = [Workload(256 * 288 * 60, "array", 288 * 60 + 4 * 60, 16 * 16 * 32, 16 * 16 * 60), None]
+"""The convolution's work on its first debug range (the requantize-and-store range is part of it)."""
 
 
 def example_binary(config_name: str = "default") -> NpuBinary:
@@ -41,7 +44,7 @@ def example_binary(config_name: str = "default") -> NpuBinary:
                      constants=WEIGHTS.tobytes() + bytes(0x4800 - WEIGHTS.nbytes) + BIAS.tobytes(), tensors=tensors,
                      bindings=Bindings(inputs={"x": 2}, outputs={"y": 3}),
                      debug=[DebugRange(0, 9, "conv", "Conv"), DebugRange(9, 13, "conv.requant", "Requantize")],
-                     metadata={"model": "datasheet example"})
+                     metadata={"model": "datasheet example", "roofline": to_metadata(WORKLOADS)})
 
 
 def expected_output(x: np.ndarray) -> np.ndarray:
@@ -62,7 +65,7 @@ def expected_output(x: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def result():
-    return simulate(assemble(EXAMPLE), PRESETS["default"], layers=example_binary().debug,
+    return simulate(assemble(EXAMPLE), PRESETS["default"], layers=example_binary().debug, workloads=WORKLOADS,
                     dram={0x100000: WEIGHTS.tobytes(), 0x104800: BIAS.tobytes()})
 
 
@@ -71,10 +74,14 @@ def test_layer_rows_and_totals(result):
     assert (conv.name, conv.kind, conv.macs, conv.dram_read, conv.dram_written) == ("conv", "Conv", 256 * 288 * 60,
                                                                                     17280 + 240 + 8192, 0)
     assert conv.ideal_cycles == 256 * 288 * 60 / 1024 and conv.bound == "compute"
+    assert conv.roofline_cycles == max(conv.ideal_cycles, (17280 + 240 + 8192 + 15360) / 32)
+    assert conv.ratio == conv.cycles / conv.roofline_cycles
     assert conv.utilisation == pytest.approx(conv.ideal_cycles / conv.cycles)
-    assert requant.dram_written == 15360 and requant.bound == "memory" and requant.intensity == 0
+    assert requant.dram_written == 15360 and requant.bound == "free" and requant.roofline_cycles == 0
+    assert requant.intensity == 0 and requant.ratio is None
     total = result.total_row()
-    assert total.cycles == result.cycles and total.roofline_percent <= 100
+    assert total.cycles == result.cycles and total.roofline_cycles == conv.roofline_cycles
+    assert total.ratio == result.cycles / conv.roofline_cycles >= 1
     summary = result.summary()
     assert summary["sram"]["spad"]["peak_bytes"] == 18 * 18 * 32 + 288 * 60
     assert summary["sram"]["acc"]["peak_bytes"] == (256 * 60 + 60) * 4
@@ -82,8 +89,24 @@ def test_layer_rows_and_totals(result):
         assert row.busy + row.stalled + row.idle == result.cycles
 
 
+def test_a_program_without_workloads_has_no_bound():
+    bare = simulate(assemble(EXAMPLE), PRESETS["default"], layers=example_binary().debug)
+    assert {r.bound for r in bare.layer_rows()} == {"-"} and bare.total_row().roofline_cycles is None
+    assert "roofline      unknown" in format_text(bare)
+
+
+def test_malformed_workloads_are_one_line_errors():
+    binary = example_binary()
+    for bad in ([None], [{"macs": -1, "unit": "array", "weight_bytes": 0, "input_bytes": 0, "output_bytes": 0}, None],
+                [{"macs": 1, "unit": "gpu", "weight_bytes": 0, "input_bytes": 0, "output_bytes": 0}, None], "x"):
+        binary.metadata["roofline"] = bad
+        with pytest.raises(SimInputError, match="metadata 'roofline'"):
+            run_binary(binary, PRESETS["default"], {})
+
+
 def test_text_json_and_csv_reports(result):
     text = format_text(result)
+    assert "the run takes" in text and "bound" in text
     assert "cycles        " in text and "peak spad" in text and "dram_latency" in text
     assert re.search(r"^conv +Conv +[\d,]+ +4\.42 M", text, re.M)
     data = json.loads(format_json(result))

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import glowsdk
-from glowsdk.backends.npu.roofline import layer_bounds
 from glowsdk.cli.main import main
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from isa import PRESETS
+from isa.roofline import from_metadata
+from sim.binding import run_binary
 
 from npu_nets import NetBuilder
 from test_npu_backend import assert_bit_exact
@@ -46,11 +47,36 @@ def test_roofline_bound_of_one_convolution_is_the_closed_form():
     npu = glowsdk.compile(network, "npu", quantization=QuantizationConfig(
         collect_profile(network, calibration_random(network, 2))))
     config = PRESETS["default"]
-    [conv] = [x for x in layer_bounds(npu.compiled.function, config) if x.kind == "Conv"]
+    binary = npu.compiled.binary
+    works = from_metadata(binary.metadata, len(binary.debug))
+    [(layer, conv)] = [(r, w) for r, w in zip(binary.debug, works) if w is not None]
+    assert layer.kind == "Conv"
     macs = 14 * 14 * 64 * 3 * 3 * 32
     moved = 32 * 14 * 14 + 64 * 32 * 3 * 3 + 4 * 64 + 64 * 14 * 14  # input, int8 weights, int32 bias, output
-    assert conv.macs == macs and conv.bytes == moved
-    assert conv.cycles == max(macs / (config.array_rows * config.array_cols), moved / config.dram_bytes_per_cycle)
+    assert conv.macs == macs and conv.bytes == moved and conv.unit == "array"
+    assert conv.cycles(config) == max(macs / (config.array_rows * config.array_cols),
+                                      moved / config.dram_bytes_per_cycle)
+    # the simulator's bound is this one: the layer's row, and the total (every other layer is free)
+    result = run_binary(binary, config, {}).result
+    row = next(r for r in result.layer_rows() if r.name == layer.name)
+    assert row.roofline_cycles == conv.cycles(config) and result.total_row().roofline_cycles == conv.cycles(config)
+    assert {r.bound for r in result.layer_rows() if r.name != layer.name} <= {"free"}
+
+
+def test_fused_residual_adds_are_inputs_of_the_convolution_not_layers():
+    # the bound counts the layers the binary runs: the residual Adds run in convolution epilogues, so the
+    # network's bound is the sum over its convolutions, each reading its residual operand once
+    npu = glowsdk.compile(residual_block(), "npu", quantization=QuantizationConfig(
+        collect_profile(residual_block(), calibration_random(residual_block(), 2))))
+    binary = npu.compiled.binary
+    works = from_metadata(binary.metadata, len(binary.debug))
+    layers = npu.compiled.layers
+    assert [layer.kind for layer, w in zip(layers, works) if w is not None] == ["Conv"] * 6
+    for layer, work in zip(layers, works):
+        if work is not None:
+            adds = sum(type(op).__name__ == "AddTensor" for op in layer.body.epilogue)
+            s = layer.body.shape
+            assert work.input_bytes == s.channels * s.height * s.width + adds * work.output_bytes
 
 
 def test_compile_report_lists_each_layer_against_the_simulator(capsys):

@@ -1,7 +1,8 @@
 """The `.npub` image of a compiled function: instructions per layer, constants, plan, tensors, bindings.
 
 Layers are planned first (tensors and constants placed by region offset), the memory plan then fixes
-the region bases, and only then are instructions generated, with absolute DRAM addresses.
+the region bases, and only then are instructions generated, with absolute DRAM addresses. Each
+layer's roofline workload goes into the metadata beside its debug range (isa/roofline.py).
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import replace
 
 from isa.config import ArchConfig, config_hash
 from isa.container import NpuBinary
+from isa.roofline import METADATA_KEY, Workload, to_metadata
 from isa.sections import Bindings, MemoryPlan
 
 from .bmm import BatchMatMulLayer
@@ -21,7 +23,8 @@ from .softmax import SoftmaxLayer
 from .tensors import DramTensor, tensor_info
 
 
-def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> None:
+def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> Workload | None:
+    """Emit one layer's instructions; its roofline workload (None for a free layer: isa/roofline.py)."""
     def base(tensor: DramTensor) -> int:
         return getattr(plan, tensor.region).base + tensor.offset
 
@@ -42,14 +45,14 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> No
     else:
         emit_layer(em, body.tiles(base, config))
     em.end_layer(layer.name, layer.kind)
+    return body.workload() if isinstance(body, GemmLayer) else None
 
 
 def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig, metadata: dict) -> NpuBinary:
     """Generate every layer's instructions and assemble the binary."""
     plan = builder.planner.plan(len(builder.constants))
     em = Emitter()
-    for layer in layers:
-        _emit(em, layer, config, plan)
+    workloads = [_emit(em, layer, config, plan) for layer in layers]
     tensors = list(builder.planner.tensors)
     infos = []
     seen: set[str] = set()
@@ -64,5 +67,5 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
                         outputs={name: index[id(t)] for name, t in builder.outputs.items()})
     return NpuBinary(config_hash=bytes.fromhex(config_hash(config)), plan=plan, instructions=em.finish(),
                      constants=bytes(builder.constants), tensors=infos, bindings=bindings, debug=em.debug,
-                     metadata=metadata)
+                     metadata={**metadata, METADATA_KEY: to_metadata(workloads)})
 

@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 
 from isa.config import ArchConfig
+from isa.roofline import Workload
 from sim.timing import matmul_cycles
 
 from .pipeline import Spec, Step, Tile
@@ -141,11 +142,13 @@ class GemmLayer:
     config: ArchConfig
     epilogue: tuple[EpilogueOp, ...] = ()
     spad_table: int = 0
+    groups: int = 1
+    """groups of a grouped convolution on the filter's block diagonal (their zeros are no work)"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
              bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
-             epilogue: tuple[EpilogueOp, ...] = ()) -> GemmLayer:
+             epilogue: tuple[EpilogueOp, ...] = (), groups: int = 1) -> GemmLayer:
         """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants."""
         table_bytes = 8 * shape.out_channels if requant.per_channel else 0
         reserved = -(-table_bytes // 64) * 64
@@ -157,7 +160,21 @@ class GemmLayer:
         folded = (bias.astype(np.int64) - x_zero * sums + (1 << 31)) % (1 << 32) - (1 << 31)
         weights = {(n0, c0): add_constant(data) for n0, c0, data in pretile_weights(filters, tiling)}
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
-                         add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue)
+                         add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue,
+                         groups=groups)
+
+    def workload(self) -> Workload:
+        """The work no tiling avoids (isa/roofline.py): the useful MACs (a block diagonal's zeros are none),
+        every constant once, the input and each residual operand once, the result once. A depthwise layer
+        (one input channel per group) is bounded by the vector lanes."""
+        s, g, batch = self.shape, self.groups, self.source.batch
+        pixels = batch * s.out_height * s.out_width
+        taps = s.kh * s.kw * s.channels // g
+        constants = taps * s.out_channels + 4 * s.out_channels + (8 * s.out_channels if self.requant.per_channel else 0)
+        adds = sum(isinstance(op, AddTensor) for op in self.epilogue)
+        return Workload(pixels * s.out_channels * taps, "vector" if g > 1 and s.channels == g else "array", constants,
+                        batch * s.height * s.width * s.channels + adds * pixels * s.out_channels,
+                        pixels * s.out_channels)
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Spec], list[Tile], Spec]:
         """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""

@@ -81,5 +81,5 @@ def grouped_layers(node: Node, x: DramTensor, out: DramTensor, requant: Requant,
         part = Requant(requant.multipliers[outs], requant.shifts[outs], requant.zero)
         layer = GemmLayer.plan(shape, config, Image.of(x.sliced(1, g0 * cg, cg * k)),
                                Image.of(out.sliced(1, g0 * og, og * k)), block_diagonal(filters[outs], k),
-                               bias[outs], part, x_zero, add_constant)
+                               bias[outs], part, x_zero, add_constant, groups=k)
         yield (node.name if m == groups else f"{node.name}/groups{g0}-{g0 + k - 1}"), layer

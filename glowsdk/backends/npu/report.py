@@ -2,9 +2,10 @@
 
 Per layer of the binary: what the compiler decided (for a convolution or matrix layer, the tile
 shape, the tile counts, the SRAM its buffers take, the element-wise steps fused into it, and the
-DRAM bytes and cycles its cost model expected; for the others, the bytes they move), the roofline
-bound of the graph layer it implements (roofline.py), and the simulator's cycles, DRAM bytes and
-array utilisation from one run on seeded random inputs. The totals compare the run with the bound.
+DRAM bytes and cycles its cost model expected; for the others, the bytes they move), and the
+simulator's cycles, DRAM bytes, array utilisation and roofline bound from one run on seeded random
+inputs. The bound is the simulator's, from the workloads the binary records (isa/roofline.py), so
+this table and `glowsdk simulate`'s agree row by row; the totals compare the run with the bound.
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from sim.results import SimResult
 
 from .backend import NpuFunction
 from .gemm import AddTensor, Clamp8, GemmLayer, Rescale8
-from .roofline import layer_bounds
 
 
 @dataclass(frozen=True)
@@ -48,24 +48,23 @@ def _decision(body: Any, batch: int) -> tuple[str, int, int | None, float | None
 
 
 def report_rows(compiled: NpuFunction, result: SimResult) -> list[ReportRow]:
-    bounds = {b.name: b for b in layer_bounds(compiled.function, compiled.config)}
-    measured = {r.name: r for r in result.layer_rows()}
+    """One row per layer of the binary (its debug ranges are the compiler's layers, in order)."""
+    measured = result.layer_rows()
+    if len(measured) != len(compiled.layers):
+        raise AssertionError(f"{len(measured)} simulated layers for {len(compiled.layers)} compiled ones")
     rows = []
-    for layer in compiled.layers:
+    for layer, run in zip(compiled.layers, measured):
         body = layer.body
         batch = body.source.batch if isinstance(body, GemmLayer) else 1
         decision, sram, expected_bytes, expected_cycles = _decision(body, batch)
-        run = measured.get(layer.name)
-        bound = bounds.get(layer.name)
         rows.append(ReportRow(layer.name, layer.kind, decision, sram, expected_bytes, expected_cycles,
-                              bound.cycles if bound else None, run.cycles if run else 0,
-                              (run.dram_read + run.dram_written) if run else 0, run.utilisation if run else 0.0))
+                              run.roofline_cycles, run.cycles, run.dram_read + run.dram_written, run.utilisation))
     return rows
 
 
 def format_report(compiled: NpuFunction, result: SimResult) -> str:
     rows = report_rows(compiled, result)
-    bound = sum(b.cycles for b in layer_bounds(compiled.function, compiled.config))
+    total = result.total_row()
     width = max(len(r.layer) for r in rows)
 
     def num(value: float | None) -> str:
@@ -77,7 +76,6 @@ def format_report(compiled: NpuFunction, result: SimResult) -> str:
         lines.append(f"{r.layer:{width}}  {r.kind:11} {r.cycles:>11,} {num(r.bound_cycles):>10} "
                      f"{num(r.expected_cycles):>10} {r.dram_bytes:>12,} {num(r.expected_bytes):>12} "
                      f"{r.utilisation:>6.1%} {r.sram_bytes:>9,}  {r.decision}")
-    lines.append(f"total: {result.cycles:,} simulated cycles, roofline bound {bound:,.0f} "
-                 f"({result.cycles / bound:.3f}x), array utilisation {result.total_row().utilisation:.1%} "
-                 f"on '{compiled.config.name}'")
+    lines.append(f"total: {result.cycles:,} simulated cycles, roofline bound {total.roofline_cycles:,.0f} "
+                 f"({total.ratio:.3f}x), array utilisation {total.utilisation:.1%} on '{compiled.config.name}'")
     return "\n".join(lines)
