@@ -29,7 +29,7 @@ from isa.config import ArchConfig
 from sim.timing import matmul_cycles
 
 from ...graph.node import Node
-from .gemm import GemmLayer, Image, Requant
+from .gemm import AddTensor, EpilogueOp, GemmLayer, Image, Requant
 from .tensors import DramTensor
 from .tiling import ConvShape
 
@@ -62,8 +62,10 @@ def block_diagonal(filters: np.ndarray, groups: int) -> np.ndarray:
 
 
 def grouped_layers(node: Node, x: DramTensor, out: DramTensor, requant: Requant, config: ArchConfig,
-                   add_constant: Callable[[bytes], int]) -> Iterator[tuple[str, GemmLayer]]:
-    """(name, layer) per block of groups of a quantized grouped Conv from NHWC `x` into NHWC `out`."""
+                   add_constant: Callable[[bytes], int], epilogue: tuple[EpilogueOp, ...] = ()
+                   ) -> Iterator[tuple[str, GemmLayer]]:
+    """(name, layer) per block of groups of a quantized grouped Conv from NHWC `x` into NHWC `out`; each block
+    applies `epilogue` to its own output channels (a residual operand sliced to them)."""
     groups = node.group
     _, c, h, w = node.input.type.shape
     _, oc, oh, ow = node.type.shape
@@ -81,5 +83,13 @@ def grouped_layers(node: Node, x: DramTensor, out: DramTensor, requant: Requant,
         part = Requant(requant.multipliers[outs], requant.shifts[outs], requant.zero)
         layer = GemmLayer.plan(shape, config, Image.of(x.sliced(1, g0 * cg, cg * k)),
                                Image.of(out.sliced(1, g0 * og, og * k)), block_diagonal(filters[outs], k),
-                               bias[outs], part, x_zero, add_constant, groups=k)
+                               bias[outs], part, x_zero, add_constant, _sliced(epilogue, g0 * og, og * k),
+                               groups=k)
         yield (node.name if m == groups else f"{node.name}/groups{g0}-{g0 + k - 1}"), layer
+
+
+def _sliced(epilogue: tuple[EpilogueOp, ...], start: int, size: int) -> tuple[EpilogueOp, ...]:
+    """The epilogue of the output channels [start, start + size): a residual operand's channels sliced alike
+    (rescales and clamps are per tensor)."""
+    return tuple(replace(op, operand=Image.of(op.operand.tensor.sliced(1, start, size)))
+                 if isinstance(op, AddTensor) else op for op in epilogue)

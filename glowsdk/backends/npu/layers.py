@@ -28,7 +28,7 @@ from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Requant, Resc
 from .grouped import grouped_layers
 from .lrn import LrnLayer
 from .lut import lut_layer
-from .tensors import DramPlanner, DramTensor, dense_strides
+from .tensors import DramPlanner, DramTensor, dense_strides, nhwc_strides
 from .support import quantized_form_ok
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
 from .tiling import ConvShape
@@ -244,14 +244,16 @@ class LayerBuilder:
         self.layers.append(Layer(node.name, node.kind, layer))
 
     def _grouped_conv(self, node: Node) -> None:
-        """A grouped or depthwise Conv -> Rescale: block-diagonal convolution layers (grouped.py)."""
+        """A grouped or depthwise Conv -> Rescale: block-diagonal convolution layers (grouped.py), with the
+        element-wise chain after it (a ReLU6's Min, a residual Add) in each block's epilogue."""
         rescale = next(iter(node.users))
         self.fused.add(id(rescale))
         x = self.laid_out(node.input, nhwc=True)
-        out = self._new(rescale.result(), nhwc=True)
-        self.values[rescale.result()] = out
+        epilogue, end = self._epilogue(rescale.result())
+        out = self._new(end, nhwc=True)
+        self.values[end] = out
         requant = requant_params(rescale.input, rescale.result(), node.type.shape[1], f"'{rescale.name}'")
-        for name, layer in grouped_layers(node, x, out, requant, self.config, self.add_constant):
+        for name, layer in grouped_layers(node, x, out, requant, self.config, self.add_constant, tuple(epilogue)):
             self.layers.append(Layer(name, node.kind, layer))
 
     def _mul(self, node: Node) -> None:
@@ -299,20 +301,23 @@ class LayerBuilder:
             table.fraction_bits, x.offset)))
 
     # -- vector layers ---------------------------------------------------------------------------------
-    def _broadcast(self, value: NodeValue, shape: tuple[int, ...]) -> NodeValue:
-        """A constant operand of another shape, materialised at `shape` (a ReLU's zero, say)."""
-        if value.type.shape == shape:
-            return value
-        full = np.ascontiguousarray(np.broadcast_to(value.node.value, shape))
-        expanded = NodeValue(Constant(f"{value.name}/broadcast", full, value.type.with_shape(shape)))
-        self.tensor(expanded)
-        return expanded
+    def _constant_operand(self, value: NodeValue, shape: tuple[int, ...], nhwc: bool) -> DramTensor:
+        """A constant operand (a ReLU's zero, say) materialised at `shape` in the layout of the other operands,
+        so that a constant never forces its partner into another layout."""
+        full = np.broadcast_to(np.asarray(value.node.value), shape).astype(value.type.dtype)
+        data = np.ascontiguousarray(full.transpose(0, 2, 3, 1) if nhwc else full).tobytes()
+        strides = nhwc_strides(shape) if nhwc else dense_strides(shape)
+        return DramTensor(f"{value.name}/broadcast", shape, strides, "constants", self.add_constant(data),
+                          _scale(value), _zero(value))
 
     def _elementwise(self, node: Node, op: str, operands: list[NodeValue], **extra: Any) -> None:
-        operands = [self._broadcast(v, node.type.shape) for v in operands]
-        tensors = [self.tensor(v) for v in operands]
-        nhwc = all(t.is_nhwc() and t.extent == t.elements for t in tensors) and len(node.type.shape) == 4
-        tensors = [self.laid_out(v, nhwc) for v in operands]
+        """Chunks of the operands in one layout: NHWC when every computed operand is a compact NHWC image
+        (constants follow it), else row-major."""
+        shape = node.type.shape
+        computed = [self.tensor(v) for v in operands if not isinstance(v.node, Constant)]
+        nhwc = len(shape) == 4 and all(t.is_nhwc() and t.extent == t.elements for t in computed)
+        tensors = [self._constant_operand(v, shape, nhwc) if isinstance(v.node, Constant) else self.laid_out(v, nhwc)
+                   for v in operands]
         out = self._new(node.result(), nhwc)
         self.values[node.result()] = out
         self.layers.append(Layer(node.name, node.kind, ElementwiseLayer(op, tensors, out, **extra)))
