@@ -17,6 +17,7 @@ from .bmm import BatchMatMulLayer
 from .dma import copy_tiles, transfers
 from .emitter import Emitter
 from .gemm import GemmLayer
+from .globalpool import GlobalPoolLayer
 from .layers import CopyLayer, Layer, LayerBuilder
 from .pipeline import emit_layer
 from .softmax import SoftmaxLayer
@@ -38,6 +39,8 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> Wo
         emit_layer(em, tiles, body.prologue(plan.constants.base), matmul_config)
     elif isinstance(body, SoftmaxLayer):
         emit_layer(em, body.tiles(base, config), body.prologue(plan.constants.base))
+    elif isinstance(body, GlobalPoolLayer):
+        emit_layer(em, body.tiles(base, config), body.prologue(base, config))
     elif isinstance(body, CopyLayer):
         slot = config.scratchpad_bytes // 2
         moves = transfers(body.source, body.result, base(body.source), base(body.result), slot)

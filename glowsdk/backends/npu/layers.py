@@ -25,11 +25,12 @@ from ...graph.nodes.lrn_int8 import lrn_table
 from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Requant, Rescale8
+from .globalpool import GlobalPoolLayer
 from .grouped import grouped_layers
 from .lrn import LrnLayer
 from .lut import lut_layer
 from .tensors import DramPlanner, DramTensor, dense_strides, nhwc_strides
-from .support import quantized_form_ok
+from .support import quantized_form_ok, whole_image_window
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
 from .tiling import ConvShape
 from .vector import ElementwiseLayer, PoolLayer, check_requant
@@ -341,6 +342,13 @@ class LayerBuilder:
         out = self._new(node.result(), nhwc=True)
         self.values[node.result()] = out
         n, c, h, w = node.input.type.shape
+        if whole_image_window(node):
+            count = DramTensor(f"{node.name}/count", (1,), (4,), "constants",
+                               self.add_constant(np.int32(h * w).astype("<i4").tobytes()), itemsize=4)
+            op = "max" if node.kind == "MaxPool" else "avg"
+            self.layers.append(Layer(node.name, node.kind, GlobalPoolLayer(op, Image.of(x), Image.of(out), c, h, w,
+                                                                           count)))
+            return
         oh, ow = node.type.shape[2:]
         (kh, kw), (sh, sw) = node.kernel, node.strides
         pt, pl, pb, pr = node.pads

@@ -1,7 +1,8 @@
 """Double-buffered software pipelines: one layer's tiles, with exactly the semaphores they need.
 
 A layer is a list of tiles; a tile is one or more steps (each: DMA loads into a scratchpad slot, then
-the MATMULs that read them), then vector work and the STOREs of its result. Slots alternate (step g
+the MATMULs that read them, or for a reduction the vector work that folds them into the accumulator),
+then vector work and the STOREs of its result. Slots alternate (step g
 uses slot g % 2, tile t accumulator and output slot t % 2), so the load engine fills slot g + 1 while
 the matrix engine computes on slot g, and the store engine drains tile t - 1 while tile t computes
 (paper 3.5: the instruction schedule hides the memory latency). Every buffer reuse two steps later
@@ -31,10 +32,12 @@ CLAMP_RESET = ("CONFIG_CLAMP", {"lo": -(1 << 31), "hi": (1 << 31) - 1})
 
 @dataclass
 class Step:
-    """Loads into one slot, then the matrix work on it (none for vector-only and copy layers)."""
+    """Loads into one slot, then the matrix work on it (none for vector-only and copy layers), or the vector
+    work folding it into the tile's accumulator (a reduction over more input than one slot holds)."""
 
     loads: list[Spec] = field(default_factory=list)
     matmuls: list[Spec] = field(default_factory=list)
+    vector: list[Spec] = field(default_factory=list)
 
 
 @dataclass
@@ -111,18 +114,23 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Spec] = (), matmul
                                       acc_wait if acc_load else None)
                 _matmuls(em, step.matmuls, (LOADED + s, loaded), (MFREE + s, 1) if g + 2 < total_steps else None,
                          None if acc_load else acc_wait)
+            elif step.vector:  # a reduction step: its vector work frees the slot for step g + 2
+                loaded = _signal_each(em, step.loads, LOADED + s, (VFREE + s, 1) if g >= 2 else None)
+                _emit(em, step.vector, (LOADED + s, loaded), (VFREE + s, 1) if g + 2 < total_steps else None,
+                      pick=lambda spec: not spec[0].startswith("CONFIG"))
             else:
                 free = ((VFREE if tile.vector else SFREE) + s, 1) if g >= 2 else None
                 loaded = _signal_each(em, step.loads, LOADED + s, free)
             g += 1
         if gemm:
             em.emit(matmul_config[0], Sync(signal=COMPUTED + slot, signal_count=1), **matmul_config[1])
+        reduced = any(step.vector for step in tile.steps)  # the vector engine has already waited for the loads
         if tile.vector:
             if t >= 2:
                 em.emit(CLAMP_RESET[0], Sync(wait=SFREE + slot, wait_count=1), **CLAMP_RESET[1])
-            ready_wait = (COMPUTED + slot, 1) if gemm else (LOADED + slot, loaded)
+            ready_wait = (COMPUTED + slot, 1) if gemm else None if reduced else (LOADED + slot, loaded)
             _emit(em, tile.vector, ready_wait, (READY + slot, 1), pick=lambda spec: not spec[0].startswith("CONFIG"))
-            if later:
+            if later and not reduced:
                 em.emit(CLAMP_RESET[0], Sync(signal=(ACCFREE if gemm else VFREE) + slot, signal_count=1),
                         **CLAMP_RESET[1])
             store_wait = (READY + slot, 1)

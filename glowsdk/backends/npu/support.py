@@ -33,7 +33,7 @@ Q8, Q32 = ElemKind.QINT8, ElemKind.QINT32
 MAX_LRN_SIZE = 63
 """LRN windows up to this many channels (one VADD per channel of the window)."""
 MAX_WINDOW = 15
-"""Kernel, stride and dilation fields of CONV and POOL, and a global pool's whole image, up to 15."""
+"""Kernel, stride and dilation fields of CONV and POOL up to 15 (a global pool's image may be larger)."""
 MAX_CONV_PAD, MAX_POOL_PAD = 255, 15
 """The padding fields of CONFIG_CONV and CONFIG_POOL."""
 
@@ -57,9 +57,18 @@ def conv_limits(node: Node) -> list[str]:
             *_outside("pad", node.pads, 0, MAX_CONV_PAD)]
 
 
+def whole_image_window(node: Node) -> bool:
+    """A 2-D pool whose one window is the whole unpadded image (global pooling: globalpool.py, any size)."""
+    shape = node.input.type.shape
+    return (len(shape) == 4 and tuple(node.kernel) == tuple(shape[2:]) and not any(node.pads)
+            and tuple(node.type.shape[2:]) == (1, 1) and all(d == 1 for d in node.dilations))
+
+
 def pool_limits(node: Node) -> list[str]:
     """POOL's fields: a 2-D image, kernel and stride 1..15, no dilation, padding 0..15; an AveragePool's
-    ceil_mode windows must end inside the padding."""
+    ceil_mode windows must end inside the padding. A window over the whole image has no limit."""
+    if whole_image_window(node):
+        return []
     problems = [*_image_2d(node, "pools"), *_outside("kernel", node.kernel, 1, MAX_WINDOW),
                 *_outside("stride", node.strides, 1, MAX_WINDOW), *_outside("dilation", node.dilations, 1, 1),
                 *_outside("pad", node.pads, 0, MAX_POOL_PAD)]
@@ -82,11 +91,9 @@ def softmax_limits(node: Node) -> list[str]:
 
 
 def global_pool_limits(node: Node) -> list[str]:
-    """A 2-D GlobalAveragePool whose whole image is one POOL window (the quantizer makes it an AveragePool)."""
+    """A 2-D GlobalAveragePool, of any size (the quantizer makes it an AveragePool of the whole image)."""
     shape = node.input.type.shape
-    if len(shape) != 4:
-        return [f"{len(shape) - 2}-D (the NPU pools 2-D images only)"]
-    return _outside("window", shape[2:], 1, MAX_WINDOW)
+    return [] if len(shape) == 4 else [f"{len(shape) - 2}-D (the NPU pools 2-D images only)"]
 
 
 def lrn_limits(node: Node) -> list[str]:

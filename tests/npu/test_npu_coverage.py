@@ -1,0 +1,64 @@
+"""Issue 21's coverage: forms typical mobile CNNs (torchvision's MobileNetV3, EfficientNet, MNASNet...) need,
+each on a small synthetic graph, compiled for the NPU and run under checked simulation bit-exact with the
+reference evaluator on the quantized graph (assert_bit_exact)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import glowsdk
+from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
+from glowsdk.reference.evaluator import evaluate
+from isa import PRESETS
+from isa.config import resolve_config
+from sim.binding import run_binary
+
+from npu_nets import NetBuilder
+from test_npu_backend import assert_bit_exact
+
+SMALL = {"preset": "edge", "name": "small", "scratchpad_bytes": 8192, "accumulator_bytes": 1024}
+"""SRAMs small enough that a few-KiB tensor streams in many chunks and tiles, reusing both slots."""
+
+
+def _bit_exact_on(network, tmp_path, overrides: dict) -> glowsdk.api.Network:
+    """assert_bit_exact on a configuration file (a preset with some parameters changed)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(overrides))
+    quant = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
+    npu = glowsdk.compile(network, "npu", quantization=quant, config=str(path))
+    inputs = network.random_inputs(3)
+    want = evaluate(npu.compiled.function, inputs)
+    got = run_binary(npu.compiled.binary, resolve_config(str(path)), inputs, checked=True).outputs
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value)
+    return npu
+
+
+def _layer_kinds(npu) -> list[str]:
+    return [type(layer.body).__name__ for layer in npu.compiled.layers]
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "MaxPool"])
+@pytest.mark.parametrize("c,hw,config", [(8, 20, "edge"), (40, 57, "edge"), (24, 16, "default")])
+def test_global_pool_of_any_size_bit_exact(op, c, hw, config):
+    """A window over the whole image past POOL's 15: REDUCE over row chunks, then VDIV (avg) or a copy (max)."""
+    b = NetBuilder((1, 4, hw, hw))
+    attrs = {"kernel_shape": [hw, hw]} if op == "MaxPool" else {}
+    pooled = b.node(op, [b.conv("x", 4, c)], **attrs)
+    npu = assert_bit_exact(b.network(b.conv(pooled, c, 10, 1, 0, relu=False)), config=config)
+    assert "GlobalPoolLayer" in _layer_kinds(npu)
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "MaxPool"])
+def test_global_pool_streams_chunks_and_tiles_through_both_slots(op, tmp_path):
+    """Two batch elements, 100 channels in blocks of 64 (a 1 KiB accumulator holds three rows), 20 x 20 pixels in
+    chunks of rows: every slot of the scratchpad and accumulator is reused (checked mode sees any race)."""
+    b = NetBuilder((2, 3, 20, 20))
+    attrs = {"kernel_shape": [20, 20]} if op == "MaxPool" else {}
+    pooled = b.node(op, [b.conv("x", 3, 100, 1, 0)], **attrs)
+    npu = _bit_exact_on(b.network(b.conv(pooled, 100, 10, 1, 0, relu=False)), tmp_path, SMALL)
+    layer = next(layer.body for layer in npu.compiled.layers if type(layer.body).__name__ == "GlobalPoolLayer")
+    tiles = layer.tiles(lambda t: 0, resolve_config(str(tmp_path / "config.json")))
+    assert len(tiles) == 4 and all(len(tile.steps) > 2 for tile in tiles)
