@@ -62,3 +62,32 @@ def test_global_pool_streams_chunks_and_tiles_through_both_slots(op, tmp_path):
     layer = next(layer.body for layer in npu.compiled.layers if type(layer.body).__name__ == "GlobalPoolLayer")
     tiles = layer.tiles(lambda t: 0, resolve_config(str(tmp_path / "config.json")))
     assert len(tiles) == 4 and all(len(tile.steps) > 2 for tile in tiles)
+
+
+def _squeeze_excitation(b: NetBuilder, x: str, c: int, gate: str) -> str:
+    """torchvision's SqueezeExcitation: global pool, 1x1 conv, ReLU, 1x1 conv, a sigmoid, the broadcast Mul."""
+    pooled = b.node("GlobalAveragePool", [x])
+    squeezed = b.conv(pooled, c, max(c // 4, 1), 1, 0)
+    scale = b.node(gate, [b.conv(squeezed, max(c // 4, 1), c, 1, 0, relu=False)])
+    return b.node("Mul", [x, scale])
+
+
+@pytest.mark.parametrize("gate", ["Sigmoid", "HardSigmoid"])
+@pytest.mark.parametrize("batch,c,hw,config", [(1, 16, 28, "edge"), (2, 24, 9, "default")])
+def test_squeeze_excitation_bit_exact(gate, batch, c, hw, config):
+    """The gate Mul of an image by a per-channel tensor computed at run time is one GateLayer."""
+    b = NetBuilder((batch, 3, hw, hw))
+    x = b.conv("x", 3, c)
+    npu = assert_bit_exact(b.network(b.conv(_squeeze_excitation(b, x, c, gate), c, 8, 1, 0, relu=False)),
+                           config=config)
+    assert _layer_kinds(npu).count("GateLayer") == 1
+
+
+def test_channel_gate_streams_many_chunks(tmp_path):
+    """A small scratchpad: the gate streams in many pixel chunks, both slots reused."""
+    b = NetBuilder((1, 3, 20, 20))
+    x = b.conv("x", 3, 40, 1, 0)
+    npu = _bit_exact_on(b.network(b.conv(_squeeze_excitation(b, x, 40, "Sigmoid"), 40, 8, 1, 0, relu=False)),
+                        tmp_path, SMALL)
+    layer = next(layer.body for layer in npu.compiled.layers if type(layer.body).__name__ == "GateLayer")
+    assert len(layer.tiles(lambda t: 0, resolve_config(str(tmp_path / "config.json")))) > 4

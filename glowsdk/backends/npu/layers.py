@@ -25,6 +25,7 @@ from ...graph.nodes.lrn_int8 import lrn_table
 from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Requant, Rescale8
+from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
 from .grouped import grouped_layers
 from .lrn import LrnLayer
@@ -258,7 +259,10 @@ class LayerBuilder:
             self.layers.append(Layer(name, node.kind, layer))
 
     def _mul(self, node: Node) -> None:
-        """x * a[c] [+ b[c]] -> Rescale: a standalone BatchNorm as the per-channel affine layer (affine.py)."""
+        """x * a[c] [+ b[c]] -> Rescale: a standalone BatchNorm as the per-channel affine layer (affine.py); x * s
+        with s computed at run time: a channel gate (gate.py)."""
+        if not any(isinstance(v.node, Constant) for v in node.inputs):
+            return self._gate(node)
         x, a = (node.lhs, node.rhs) if isinstance(node.rhs.node, Constant) else (node.rhs, node.lhs)
         channels = node.type.shape[1]
         bias = np.zeros(channels, np.int64)
@@ -279,6 +283,18 @@ class LayerBuilder:
         self.values[user.result()] = out
         requant = requant_params(user.input, user.result(), 1, f"'{user.name}'")
         self.layers.append(Layer(node.name, node.kind, AffineLayer(source, out, channels, *rows, _zero(x), requant)))
+
+    def _gate(self, node: Node) -> None:
+        """x * s -> Rescale, s one int8 value per channel computed at run time: the channel-gate layer (gate.py)."""
+        x, s = (node.lhs, node.rhs) if node.lhs.type.shape == node.type.shape else (node.rhs, node.lhs)
+        rescale = next(iter(node.users))
+        self.fused.add(id(rescale))
+        source = self._compact_nhwc(x)
+        out = self._new(rescale.result(), nhwc=True)
+        self.values[rescale.result()] = out
+        requant = requant_params(rescale.input, rescale.result(), 1, f"'{rescale.name}'")
+        self.layers.append(Layer(node.name, node.kind, GateLayer(source, self.tensor(s), out, _zero(x), _zero(s),
+                                                                 requant)))
 
     def _compact_nhwc(self, value: NodeValue) -> DramTensor:
         """`value` as an NHWC image with nothing between pixels (a Concat's part is copied out of its whole)."""

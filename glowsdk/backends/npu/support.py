@@ -5,8 +5,8 @@ bias, 2-D, any groups: grouped.py) or a 2-D MatMul by a constant int8 matrix, wh
 Rescale to int8 (the MatMul possibly through one Add of a constant int32 bias row first), or a MatMul
 of two int8 activations of one batch shape (attention's products, bmm.py) rescaled to int8; likewise a
 Mul of an int8 image by a constant per-channel vector (a standalone BatchNorm, through a per-channel
-int32 bias: affine.py). Softmax (over trailing dims) takes an int8 input to the fixed int8 type of
-probabilities; LRN keeps its int8 type (lrn.py); a TableLookup maps int8 to int8 through a constant
+int32 bias: affine.py), or by an N x C x 1 x 1 int8 tensor computed at run time (a channel gate:
+gate.py). Softmax (over trailing dims) takes an int8 input to the fixed int8 type of probabilities; LRN keeps its int8 type (lrn.py); a TableLookup maps int8 to int8 through a constant
 table (lut.py), the int8 form of the unary functions the NPU keeps unlowered (Sigmoid, GELU...).
 Everything else moves or combines int8 tensors of one quantized type per tensor (per-channel scales
 only on weights and accumulators). KEPT_UNLOWERED lists the kinds the NPU takes unlowered, for the
@@ -207,6 +207,21 @@ def _mul(node: Node) -> bool:
     return _rescaled(node) or (user.kind == "Add" and _bias_add(user))
 
 
+def _gate(node: Node) -> bool:
+    """An NCHW int8 image times an int8 N x C x 1 x 1 tensor computed at run time (a squeeze-and-excitation
+    gate), into int32, rescaled after (gate.py)."""
+    shape = node.type.shape
+    if len(shape) != 4 or node.type.elem is not Q32 or not (_int8(node.lhs) and _int8(node.rhs)):
+        return False
+    x, s = (node.lhs, node.rhs) if node.lhs.type.shape == shape else (node.rhs, node.lhs)
+    return (x.type.shape == shape and tuple(s.type.shape) == (*shape[:2], 1, 1) and not _constant(s)
+            and _rescaled(node))
+
+
+def _mul_or_gate(node: Node) -> bool:
+    return _mul(node) or _gate(node)
+
+
 def _same_quant(a: NodeValue, node: Node) -> bool:
     return _int8(a) and a.type.scale == node.type.scale and a.type.offset == node.type.offset
 
@@ -288,7 +303,7 @@ def _table_lookup(node: Node) -> bool:
 
 
 QUANTIZED_FORMS: dict[str, Callable[[Node], bool]] = {
-    "Conv": _conv, "MatMul": _matmul, "Mul": _mul, "Rescale": _rescale, "MaxPool": _pool, "AveragePool": _pool,
+    "Conv": _conv, "MatMul": _matmul, "Mul": _mul_or_gate, "Rescale": _rescale, "MaxPool": _pool, "AveragePool": _pool,
     "Max": _same_type, "Min": _same_type, "Reshape": _moves, "Transpose": _moves, "Concat": _moves,
     "Slice": _moves, "Softmax": _softmax, "LRN": _lrn, "TableLookup": _table_lookup, "Quantize": _border,
     "Dequantize": _border,

@@ -1,0 +1,102 @@
+"""The channel gate: an NHWC int8 image times a per-channel int8 vector computed at run time.
+
+Squeeze-and-excitation blocks (MobileNetV3, EfficientNet, RegNetY) end by scaling every channel of the
+image by a gate the network computes (global pool, two 1 x 1 convolutions, a sigmoid): `x * s` with s of
+shape N x C x 1 x 1. The quantizer gives it as `Rescale(Mul(x, s))`, the exact int32 product
+(q_x - z_x) * (q_s - z_s) then one requantization. On an NHWC image a chunk of whole pixels is a
+pixels x C matrix and s is one row broadcast over it: VSUBI each zero point into the accumulator,
+VMUL by the gate row (bcast), REQUANT: exact, as |q - z| <= 255 keeps the product within 17 bits.
+A tile is one chunk of pixels of one batch element (and one channel block when a pixel is too wide);
+its gate row is loaded with it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from isa.config import ArchConfig
+
+from ...errors import UnsupportedError
+from .gemm import Requant
+from .pipeline import Spec, Step, Tile
+from .tensors import DramTensor
+
+MAX_COLS = 65535
+"""VMUL and REQUANT count the columns of a row in 16 bits."""
+
+
+def _align(size: int) -> int:
+    return -(-size // 64) * 64
+
+
+@dataclass
+class GateLayer:
+    """x[n, c, y, x] * s[n, c] requantized per tensor: x a compact NHWC image, s any N x C x 1 x 1 tensor."""
+
+    source: DramTensor
+    gate: DramTensor
+    result: DramTensor
+    x_zero: int
+    gate_zero: int
+    requant: Requant
+
+    def _fit(self, config: ArchConfig) -> tuple[int, int]:
+        """(channels per block, pixels per tile): two slots of (pixels x block input and output, a gate row) in the
+        scratchpad, two of (pixels x block products, a gate row) in the accumulator."""
+        _, channels, h, w = self.source.shape
+        spad, acc = config.scratchpad_bytes // 2, config.accumulator_bytes // 4 // 2
+        def pixels(block: int) -> int:  # less 64 per buffer: each is rounded up to whole 64-byte lines
+            return min(h * w, (spad - _align(block) - 128) // (2 * block), acc // block - 1, 65535)
+
+        block = min(channels, MAX_COLS)
+        while block > 1 and pixels(block) < 1:
+            block = -(-block // 2)
+        if pixels(block) < 1:
+            raise UnsupportedError(f"a channel gate does not fit the {config.scratchpad_bytes}-byte scratchpad")
+        return block, pixels(block)
+
+    def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
+        n, channels, h, w = self.source.shape
+        block, pixels = self._fit(config)
+        row = _align(block)
+        span = _align(pixels * block)
+        x_stride, s_strides = self.source.strides, self.gate.strides
+        tiles = []
+        for b in range(n):
+            for c0 in range(0, channels, block):
+                cb = min(block, channels - c0)
+                for p0 in range(0, h * w, pixels):
+                    k = min(pixels, h * w - p0)
+                    slot = len(tiles) % 2
+                    x = slot * (2 * span + row)
+                    out, s = x + span, x + 2 * span
+                    ax = slot * (pixels + 1) * block  # accumulator words: the products, then the gate row
+                    a_s = ax + pixels * block
+                    offset = b * x_stride[0] + p0 * x_stride[3] + c0 * x_stride[1]
+                    loads: list[Spec] = [
+                        ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=x_stride[3], elem_bytes=cb)),
+                        ("LOAD", dict(dram=base(self.source) + offset, space="spad", sram=x, planes=1, rows=1,
+                                      cols=k)),
+                        ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=s_strides[1], elem_bytes=1)),
+                        ("LOAD", dict(dram=base(self.gate) + b * s_strides[0] + c0 * s_strides[1], space="spad",
+                                      sram=s, planes=1, rows=1, cols=cb))]
+                    vector: list[Spec] = [
+                        ("VSUBI", dict(dst_space="acc", dst=ax, src_space="spad", src=x, count=k * cb,
+                                       imm=self.x_zero)),
+                        ("VSUBI", dict(dst_space="acc", dst=a_s, src_space="spad", src=s, count=cb,
+                                       imm=self.gate_zero)),
+                        ("VMUL", dict(dst_space="acc", dst=ax, src1_space="acc", src1=ax, src2_space="acc", src2=a_s,
+                                      rows=k, cols=cb, bcast=1)),
+                        ("CONFIG_REQUANT", dict(multiplier=int(self.requant.multipliers[0]),
+                                                shift=int(self.requant.shifts[0]), zero_point=self.requant.zero,
+                                                clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0,
+                                                bias=0)),
+                        ("REQUANT", dict(dst=out, src=ax, rows=k, cols=cb))]
+                    stores: list[Spec] = [
+                        ("CONFIG_STORE", dict(row_stride=0, plane_stride=0, col_stride=self.result.strides[3],
+                                              elem_bytes=cb)),
+                        ("STORE", dict(dram=base(self.result) + b * self.result.strides[0]
+                                       + p0 * self.result.strides[3] + c0 * self.result.strides[1], space="spad",
+                                       sram=out, planes=1, rows=1, cols=k))]
+                    tiles.append(Tile([Step(loads)], vector, stores))
+        return tiles
