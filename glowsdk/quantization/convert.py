@@ -31,7 +31,7 @@ from ..errors import GlowError
 from ..graph.function import Function, Module
 from ..graph.node import Constant, Node, NodeValue
 from ..graph.nodes import elementwise as ew
-from ..graph.nodes import linalg, nn, quant, tensor
+from ..graph.nodes import linalg, nn, quant, reduce, tensor
 from ..graph.table import KindTable
 from ..graph.types import ElemKind, Type
 from ..reference.registry import KERNELS
@@ -41,9 +41,9 @@ from .profile import Profile, check_profile_graph
 Rule = Callable[["Quantizer", Node], "dict[NodeValue, NodeValue] | NodeValue | None"]
 RULES = KindTable("a quantization rule")
 """How each node kind is quantized; a rule returns the quantized value replacing each float result."""
-COMPUTE = frozenset({"Conv", "MatMul", "Softmax", "GlobalAveragePool"})
-"""Kinds worth int8 even when their result goes straight back to float (Softmax and GlobalAveragePool reach
-the quantizer only on a backend that keeps them unlowered, an integer device's classifier tail). The cheap
+COMPUTE = frozenset({"Conv", "MatMul", "Softmax", "GlobalAveragePool", "ReduceMean"})
+"""Kinds worth int8 even when their result goes straight back to float (Softmax, GlobalAveragePool and ReduceMean
+reach the quantizer only on a backend that keeps them unlowered, an integer device's classifier tail). The cheap
 kinds (element-wise, layout, pools) are quantized only when a user is too: alone they would only add
 conversions and rounding (the Sub of a lowered Softmax, feeding Exp, is the case in point)."""
 
@@ -445,6 +445,20 @@ def _global_average_pool(q: Quantizer, node: Node) -> NodeValue | None:
     q.assume_type(node.result(), type_)
     return q.add(nn.AveragePool, q.quantize(node.input, type_), kernel=spatial, strides=(1,) * len(spatial),
                  pads=(0,) * (2 * len(spatial)), dilations=(1,) * len(spatial))
+
+
+@RULES.register(reduce.ReduceMean)
+def _spatial_mean(q: Quantizer, node: Node) -> NodeValue | None:
+    """A ReduceMean over the spatial dims of an NCHW image is global average pooling (torchvision's MNASNet and
+    ShuffleNetV2 write `x.mean([2, 3])`): the AveragePool of the whole image, then a Reshape without keepdims.
+    The float kind reaches the quantizer only on a backend that keeps this form unlowered."""
+    shape = node.input.type.shape
+    if len(shape) != 4 or tuple(node.axes) != (2, 3):
+        return None
+    pooled = _global_average_pool(q, node)
+    if pooled is None or node.keepdims:
+        return pooled
+    return q.add(tensor.Reshape, pooled, shape=node.type.shape)
 
 
 @RULES.register(nn.LRN)

@@ -91,3 +91,18 @@ def test_channel_gate_streams_many_chunks(tmp_path):
                         tmp_path, SMALL)
     layer = next(layer.body for layer in npu.compiled.layers if type(layer.body).__name__ == "GateLayer")
     assert len(layer.tiles(lambda t: 0, resolve_config(str(tmp_path / "config.json")))) > 4
+
+
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_spatial_reduce_mean_is_global_average_pooling(keepdims):
+    """x.mean([2, 3]) (MNASNet, ShuffleNetV2): kept unlowered, quantized to the whole image's AveragePool."""
+    b = NetBuilder((1, 3, 19, 19))
+    mean = b.node("ReduceMean", [b.conv("x", 3, 16)], axes=[2, 3], keepdims=keepdims)
+    if keepdims:
+        out = b.conv(mean, 16, 10, 1, 0, relu=False)
+    else:
+        out = b.node("Gemm", [mean, b.weight((10, 16)), b.weight((10,))], transB=1)
+    npu = assert_bit_exact(b.network(out), config="edge")
+    kinds = npu.compiled.function.count_kinds()
+    assert kinds.get("AveragePool") == 1 and "ReduceSum" not in kinds and "ReduceMean" not in kinds
+    assert "GlobalPoolLayer" in _layer_kinds(npu)

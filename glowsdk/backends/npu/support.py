@@ -265,6 +265,11 @@ def global_pool_form(node: Node) -> bool:
     return not global_pool_limits(node)
 
 
+def spatial_mean_form(node: Node) -> bool:
+    """A ReduceMean over H and W of an NCHW image: global average pooling (the quantizer's ReduceMean rule)."""
+    return len(node.input.type.shape) == 4 and tuple(node.axes) == (2, 3)
+
+
 def lrn_form(node: Node) -> bool:
     return not lrn_limits(node)
 
@@ -289,7 +294,8 @@ TABLE_KINDS = ("Sigmoid", "Gelu", "HardSigmoid", "HardSwish", "Silu")
 Erf and Exp are primitives: no lowering to refuse)."""
 
 KEPT_UNLOWERED: dict[str, Callable[[Node], bool]] = {
-    "Softmax": softmax_form, "GlobalAveragePool": global_pool_form, "LRN": lrn_form, "TableLookup": any_form,
+    "Softmax": softmax_form, "GlobalAveragePool": global_pool_form, "ReduceMean": spatial_mean_form,
+    "LRN": lrn_form, "TableLookup": any_form,
     **{kind: any_form for kind in TABLE_KINDS}}
 """Kinds the NPU keeps unlowered in these forms, for the shared quantizer to convert to what its layers run."""
 
