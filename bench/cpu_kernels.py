@@ -33,7 +33,7 @@ from onnx import helper, numpy_helper
 
 import glowsdk
 from glowsdk.backends.cpu.kernels.conv import conv_strategy
-from glowsdk.conformance.report import format_table
+from glowsdk.table import format_table
 from glowsdk.zoo import bundled_path, randomize_weights, rebatch
 
 WEIGHT_SEED = 0

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 import glowsdk
-from glowsdk.conformance.report import format_table
+from glowsdk.table import format_table
 from glowsdk.quantization import CALIBRATIONS, SCHEMAS, QuantizationConfig, collect_profile
 from glowsdk.zoo.digits import digits_model_path, load_digits_split
 

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 import glowsdk  # noqa: E402
 from exported_models import ENCODER_LAYER, EXPORTED_MODELS, exported_model, model_inputs  # noqa: E402
 from glowsdk.progress import Progress  # noqa: E402
-from glowsdk.conformance.report import format_table  # noqa: E402
+from glowsdk.table import format_table  # noqa: E402
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile  # noqa: E402
 from glowsdk.reference.evaluator import evaluate  # noqa: E402
 

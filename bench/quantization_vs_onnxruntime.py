@@ -47,7 +47,7 @@ from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import glowsdk
 from glowsdk.backends.base import TensorInfo
-from glowsdk.conformance.report import format_table
+from glowsdk.table import format_table
 from glowsdk.errors import GlowError
 from glowsdk.graph.types import ElemKind, Type
 from glowsdk.quantization import collect_profile

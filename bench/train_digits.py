@@ -20,7 +20,7 @@ import onnxruntime as ort
 
 import glowsdk
 from glowsdk.api import read_model
-from glowsdk.conformance.report import format_table
+from glowsdk.table import format_table
 from glowsdk.quantization import QuantizationConfig, collect_profile
 from glowsdk.training import Batches, SGDConfig, Trainer, export_onnx
 from glowsdk.zoo import randomize_weights

@@ -151,7 +151,7 @@ class BenchResult:
                 **({"partitions": self.partitioned.describe()} if self.partitioned is not None else {})}
 
     def table(self) -> str:
-        from ..conformance.report import format_table
+        from ..table import format_table
 
         rows = [[s.name, f"{s.best_ms:.3f}", f"{s.median_ms:.3f}", f"{self.batch / (s.median_ms / 1e3):.1f}",
                  f"{self.flops / s.median_ms / 1e6:.1f}" if self.flops else "-"] for s in self.sides]
@@ -269,7 +269,7 @@ def kernel_profile(proto: onnx.ModelProto, target: str, threads: int | None, run
 def partition_times(partitioned: PartitionedFunction) -> str:
     """Each partition's time in the last run of a PartitionedFunction, with its share of the run."""
     from ..compiler.partition.placement import TARGET
-    from ..conformance.report import format_table
+    from ..table import format_table
 
     total = sum(p.last_seconds for p in partitioned.partitions) or 1.0
     rows = [[p.index, partitioned.target if p.side == TARGET else "host", p.backend,

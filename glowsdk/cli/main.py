@@ -15,8 +15,9 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, safe_file_name, write_arrays, write_text
-from . import bench, npu, options, partition_report, quantize, serve, train
+from . import bench, cache, npu, options, partition_report, quantize, serve, summary, train
 from ..progress import Progress
+from ..table import format_table
 
 EXIT_BAD_INPUT = 2
 
@@ -180,7 +181,6 @@ def _pass_names(flag: str, text: str | None, registry: dict) -> set[str]:
 
 
 def _counts_table(counts: dict[str, dict[str, int]]) -> str:
-    from ..conformance.report import format_table
 
     stages = [s for s in ("imported", "optimized", "lowered", "quantized") if s in counts]
     if stages and counts.get("transformed", counts[stages[-1]]) != counts[stages[-1]]:
@@ -224,6 +224,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"  input  {info.name}: {info.type} ({origin})")
     for name, value in outputs.items():
         print(f"  output {name}: {_summary(value)}")
+    if args.top_k:
+        print(_top_classes(outputs, args.top_k))
     if args.output:
         print(f"wrote {len(outputs)} output(s) to {args.output}")
     return 0
@@ -235,10 +237,27 @@ def _summary(value: np.ndarray) -> str:
     if value.size and (floating or value.dtype.kind in "iub"):
         as_float = value.astype(np.float64)
         text += f" min {as_float.min():.6g} max {as_float.max():.6g} mean {as_float.mean():.6g}"
-        if value.ndim == 2 and floating and value.shape[1] > 1:
-            top = np.argsort(-value[0])[:5]
-            text += " top5[0] " + ", ".join(f"{i}:{value[0, i]:.4g}" for i in top)
     return text
+
+
+def _top_classes(outputs: dict[str, np.ndarray], k: int) -> str:
+    """The k highest-scoring classes of each row of every classifier output (a float N x classes array,
+    or one whose other dimensions are all 1), as Glow's image-classifier prints them."""
+    tables = []
+    for name, value in outputs.items():
+        floating = value.dtype.kind == "f" or value.dtype.name.startswith(("bfloat", "float"))
+        scores = value.reshape(value.shape[0], -1) if value.ndim >= 2 else None
+        if not floating or scores is None or scores.shape[1] < 2 or scores.shape[1] != max(value.shape[1:]):
+            tables.append(f"output {name}: {value.dtype}{list(value.shape)} is not a classifier output (--top-k)")
+            continue
+        scores = scores.astype(np.float64)
+        rows = []
+        for row, values in enumerate(scores):
+            best = np.argsort(-values, kind="stable")[:k]
+            rows += [[row, rank + 1, int(c), f"{values[c]:.6g}"] for rank, c in enumerate(best)]
+        tables.append(f"output {name}: the top {min(k, scores.shape[1])} of {scores.shape[1]} classes\n"
+                      + format_table(["row", "rank", "class", "score"], rows))
+    return "\n".join(tables)
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
@@ -323,7 +342,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
     """Profile a model on calibration inputs (paper 4.2) and write the profile JSON."""
     import time
 
-    from ..conformance.report import format_table
     from ..quantization import (
         calibration_from_dir,
         calibration_random,
@@ -364,7 +382,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     parser = _Parser(prog="glowsdk", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"glowsdk {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     sub.add_parser("models", help="list the bundled model names").set_defaults(func=cmd_models)
@@ -377,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--input", action="append", default=[], metavar="NAME=file.npy")
     run.add_argument("--seed", type=options.seed_number, default=0, help="seed for inputs not given (default 0)")
     run.add_argument("--output", metavar="DIR", help="write one NAME.npy per output into DIR")
+    run.add_argument("--top-k", type=options.positive_count, metavar="K",
+                     help="print the K highest-scoring classes of each classifier output")
     options.add_fallback_args(run)
     options.add_cache_arg(run)
     options.add_threads_arg(run)
@@ -447,6 +470,8 @@ def build_parser() -> argparse.ArgumentParser:
     npu.register(sub)
     serve.register(sub)
     train.register(sub)
+    summary.register(sub)
+    cache.register(sub)
     return parser
 
 

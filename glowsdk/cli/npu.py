@@ -78,7 +78,7 @@ def simulate_package(args: argparse.Namespace) -> int:
     from ..backends.base import TensorInfo
     from ..compiler.partition.package import read_package
     from ..compiler.pipeline import compile_host_part
-    from ..conformance.report import format_table
+    from ..table import format_table
 
     if args.report == "csv":
         raise GlowError(f"{args.file}: a partitioned model has no single layer table: use --report text or json")

@@ -114,7 +114,7 @@ def check_config(text: str) -> None:
 def add_cache_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true",
                    help="targets with a compile cache (cpu): compile afresh, neither load nor store "
-                        "($GLOWSDK_CACHE_DIR, default ~/.cache/glowsdk)")
+                        "($GLOWSDK_CACHE_DIR, else $XDG_CACHE_HOME/glowsdk, else ~/.cache/glowsdk)")
 
 
 def add_threads_arg(p: argparse.ArgumentParser) -> None:

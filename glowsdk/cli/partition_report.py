@@ -18,7 +18,7 @@ def _short(text: str, width: int = 44) -> str:
 
 def format_partitions(compiled) -> str:
     """The partition table of a PartitionedFunction, with the share of MACs on the target."""
-    from ..conformance.report import format_table
+    from ..table import format_table
 
     rows = []
     for row in compiled.describe():

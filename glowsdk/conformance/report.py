@@ -5,6 +5,7 @@ from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
 from ..graph.types import ElemKind
+from ..table import format_table
 from .node_tests import CaseResult
 from .primitives import CellResult
 
@@ -25,18 +26,6 @@ def per_op(results: Sequence[CaseResult]) -> dict[str, dict[str, int]]:
         for op in r.ops:
             table[op][r.status] += 1
     return {op: {s: table[op].get(s, 0) for s in STATUSES} for op in sorted(table)}
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
-    """A plain aligned text table."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = []
-    for n, row in enumerate(cells):
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 def node_report(results: Sequence[CaseResult]) -> str:

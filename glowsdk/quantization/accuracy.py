@@ -20,7 +20,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..conformance.report import format_table
+from ..table import format_table
 
 SUMMARY_HEADERS: tuple[str, ...] = ("cosine", "max abs err", "top-1 agreement")
 

@@ -7,7 +7,7 @@ as batch and quantization), every backend option that changes code, the host
 CPU's name and features, the LLVM and llvmlite versions, and glowsdk's version
 and source digest (an edited kernel is a new compiler, so no stale code is
 reused while developing). An entry is one image file (image_file.py) named by
-its key under `$GLOWSDK_CACHE_DIR` (default ~/.cache/glowsdk/cpu); one that is
+its key under `$GLOWSDK_CACHE_DIR/cpu` (default `$XDG_CACHE_HOME/glowsdk/cpu`, else ~/.cache/glowsdk/cpu); one that is
 truncated, corrupt or written for another key is discarded and recompiled.
 Writes go through a temporary file and a rename, so concurrent compiles are
 safe. The least recently used entries go when the folder outgrows
@@ -33,6 +33,7 @@ import os
 import stat
 import tempfile
 import warnings
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -45,7 +46,7 @@ from ...errors import GlowError
 from ...graph.function import Function
 from ...graph.node import Constant, Placeholder
 from .image import CpuImage
-from .image_file import FORMAT_VERSION, ImageFileError, digests, read_image, write_image
+from .image_file import FORMAT_VERSION, ImageFileError, describe_image, digests, read_image, write_image
 from .jit import host_cpu
 
 SUFFIX = ".glowcpu"
@@ -74,10 +75,30 @@ def unsafe(path: Path, follow: bool = True) -> str | None:
     return None
 
 
+def cache_root() -> Path:
+    """glowsdk's cache folder: $GLOWSDK_CACHE_DIR, else $XDG_CACHE_HOME/glowsdk, else ~/.cache/glowsdk
+    (the XDG base directory rule: a relative XDG_CACHE_HOME is ignored)."""
+    if os.environ.get("GLOWSDK_CACHE_DIR"):
+        return Path(os.environ["GLOWSDK_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "glowsdk"
+
+
 def cache_dir() -> Path:
-    """Where entries live: $GLOWSDK_CACHE_DIR/cpu, else ~/.cache/glowsdk/cpu."""
-    root = os.environ.get("GLOWSDK_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "glowsdk")
-    return Path(root) / "cpu"
+    """Where entries live: the `cpu` folder of cache_root()."""
+    return cache_root() / "cpu"
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """One stored image: its file, size, when it was last used, and the network's inputs and outputs
+    (None when the file is not a readable image: `clear` still removes it)."""
+
+    path: Path
+    bytes: int
+    last_used: float
+    bindings: list[str] | None
 
 
 def _budget_mb() -> int:
@@ -211,6 +232,36 @@ class CompileCache:
             self._trim()
         except OSError:
             return
+
+    def entries(self) -> list[CacheEntry]:
+        """The stored images, the most recently used first (partial writes included: they take space too)."""
+        found = []
+        if not self.folder.is_dir():
+            return found
+        for path in [*self.folder.glob(f"*{SUFFIX}"), *self.folder.glob("*.partial")]:
+            try:
+                st = path.lstat()
+            except OSError:
+                continue
+            try:
+                bindings = [f"{b['role']} {b['name']}: {b['elem']}<{'x'.join(map(str, b['shape']))}>"
+                            for b in describe_image(path)["bindings"]]
+            except (ImageFileError, OSError, KeyError, TypeError):
+                bindings = None
+            found.append(CacheEntry(path, st.st_size, st.st_mtime, bindings))
+        return sorted(found, key=lambda e: e.last_used, reverse=True)
+
+    def clear(self) -> tuple[int, int]:
+        """Remove every entry (and partial write); the count and bytes removed. The folder itself stays."""
+        removed = freed = 0
+        for entry in self.entries():
+            try:
+                entry.path.unlink()
+            except FileNotFoundError:
+                continue
+            removed += 1
+            freed += entry.bytes
+        return removed, freed
 
     def _trim(self) -> None:
         entries = sorted(self.folder.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True)

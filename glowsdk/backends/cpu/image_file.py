@@ -70,9 +70,8 @@ def write_image(stream: BinaryIO, image: CpuImage, key: str) -> None:
         position = _aligned(position) + b.nbytes
 
 
-def read_image(path: str | os.PathLike, key: str) -> CpuImage:
-    """The image in the file at `path`, checked against `key` and every digest; its constants
-    stay memory-mapped (copy on write). ImageFileError for a file that cannot be trusted."""
+def _description(path: str | os.PathLike) -> tuple[dict, int, int]:
+    """The checked JSON description of the image file at `path`, its length and the file's size."""
     with open(path, "rb") as stream:
         prefix = stream.read(_PREFIX.size)
         if len(prefix) != _PREFIX.size:
@@ -85,7 +84,21 @@ def read_image(path: str | os.PathLike, key: str) -> CpuImage:
     if len(text) != length or hashlib.sha256(text).digest() != checksum:
         raise ImageFileError("description checksum mismatch")
     try:
-        data = json.loads(text)
+        return json.loads(text), length, size
+    except ValueError as err:
+        raise ImageFileError(f"malformed description ({err})") from None
+
+
+def describe_image(path: str | os.PathLike) -> dict:
+    """What an image file says of itself (key, bindings, sections...), checked but without reading its code."""
+    return _description(path)[0]
+
+
+def read_image(path: str | os.PathLike, key: str) -> CpuImage:
+    """The image in the file at `path`, checked against `key` and every digest; its constants
+    stay memory-mapped (copy on write). ImageFileError for a file that cannot be trusted."""
+    data, length, size = _description(path)
+    try:
         if data["key"] != key:
             raise ImageFileError("compiled for another key")
         sections = data["sections"]

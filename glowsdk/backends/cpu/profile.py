@@ -78,7 +78,7 @@ def profile_steps(compiled: Any, feeds: Mapping[str, np.ndarray], runs: int = 10
 
 def format_profile(times: list[StepTime], top: int = 25) -> str:
     """The `top` slowest steps as a table, then the time per kind and the total."""
-    from ...conformance.report import format_table
+    from ...table import format_table
 
     total = sum(t.milliseconds for t in times) or 1.0
     rows = [[t.name, t.kinds, f"{t.milliseconds:.3f}", f"{100 * t.milliseconds / total:.1f}",
