@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import glowsdk
+from glowsdk.backends.npu.gemm import AddTensor, Clamp8, Lut8, Rescale8, compact, vector_passes
 from glowsdk.cli.main import main
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
-from isa import PRESETS
+from isa import PRESETS, numerics
 from isa.roofline import from_metadata
 from sim.binding import run_binary
 
@@ -39,6 +40,19 @@ def test_residual_chains_fuse_into_the_convolutions_bit_exact(config, batch):
     assert "Add" not in kinds and "Rescale" not in kinds  # ... the binary runs them inside convolution layers
     fused = [op for layer in npu.compiled.layers if layer.kind == "Conv" for op in layer.body.epilogue]
     assert any(type(op).__name__ == "AddTensor" for op in fused)
+    # every Rescale of a chain runs as a table lookup (one vector pass), none as VSUBI + REQUANT
+    assert not any(isinstance(op, Rescale8) or isinstance(getattr(op, "pre", None), Rescale8) for op in fused)
+    assert any(isinstance(op, Lut8) for op in fused)
+
+
+def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():
+    rescale, clamp = Rescale8(1518500250, 1, 5, -7), Clamp8(-7, 100)
+    chain = compact([rescale, clamp, AddTensor(None, 3, Rescale8(1 << 30, 0, 2, 0)), clamp])
+    assert [type(op) for op in chain] == [Lut8, AddTensor, Clamp8] and isinstance(chain[1].pre, Lut8)
+    q = np.arange(-128, 128)
+    step = np.clip(numerics.requantize(q - 5, 1518500250, 1, -7).astype(np.int64), -7, 100)  # the two instructions
+    np.testing.assert_array_equal(np.frombuffer(chain[0].table, np.int8), step)
+    assert vector_passes(chain) == 1 + 1 + (2 + 1) + 1
 
 
 def test_roofline_bound_of_one_convolution_is_the_closed_form():

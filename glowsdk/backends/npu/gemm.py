@@ -14,16 +14,20 @@ An epilogue (the NPU's operator stacking) applies the element-wise chain that fo
 the graph to each tile while it is still in the scratchpad: int8 Rescales, clamps (a ReLU by a
 constant), and same-type Adds of another tensor (a residual), whose tile is loaded with the
 layer's first input-channel block, itself optionally rescaled on chip first. The intermediate
-tensors of the chain never reach DRAM.
+tensors of the chain never reach DRAM. Each run of unary steps (Rescales, clamps; an Add's
+operand Rescale) runs as one table lookup (`Lut8`, its table loaded once per layer), so the vector
+engine, which runs the whole chain while the array computes the next tile, makes one pass for it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
 from isa.config import ArchConfig
+from isa.numerics import requantize
+from isa.program import LUT_BYTES
 from isa.roofline import Workload
 from sim.timing import matmul_cycles
 
@@ -99,15 +103,64 @@ class Clamp8:
 
 
 @dataclass(frozen=True)
+class Lut8:
+    """A run of unary int8 steps (Rescales and clamps) as one 256-entry table: one vector pass (LUT) where a
+    Rescale takes two (VSUBI, REQUANT), exact by construction (each entry is the run's value of one byte)."""
+
+    table: bytes
+    """entry i: the run's result for the int8 value i - 128"""
+
+    @staticmethod
+    def of(ops: Sequence[Rescale8 | Clamp8]) -> Lut8:
+        q = np.arange(-128, 128, dtype=np.int64)
+        for op in ops:
+            if isinstance(op, Rescale8):  # VSUBI into int32 (exact for int8), then REQUANT
+                q = requantize(q - op.zero_in, op.multiplier, op.shift, op.zero_out).astype(np.int64)
+            else:
+                q = np.clip(q, op.lo, op.hi)
+        return Lut8(q.astype(np.int8).tobytes())
+
+
+@dataclass(frozen=True)
 class AddTensor:
     """A same-type Add of another NHWC int8 tensor: saturate(q + x - zero), x rescaled first by `pre`."""
 
     operand: Image
     zero: int
-    pre: Rescale8 | None = None
+    pre: Rescale8 | Lut8 | None = None
 
 
-EpilogueOp = Rescale8 | Clamp8 | AddTensor
+EpilogueOp = Rescale8 | Clamp8 | Lut8 | AddTensor
+
+
+def compact(epilogue: Sequence[EpilogueOp]) -> tuple[EpilogueOp, ...]:
+    """The same chain with every run of unary steps as one table, except a lone clamp (CLAMP is one pass too)."""
+    out: list[EpilogueOp] = []
+    run: list[Rescale8 | Clamp8] = []
+    for op in [*epilogue, None]:
+        if isinstance(op, (Rescale8, Clamp8)):
+            run.append(op)
+            continue
+        if run:
+            out.append(run[0] if len(run) == 1 and isinstance(run[0], Clamp8) else Lut8.of(run))
+            run = []
+        if isinstance(op, AddTensor) and isinstance(op.pre, Rescale8):
+            op = replace(op, pre=Lut8.of([op.pre]))
+        if op is not None:
+            out.append(op)
+    return tuple(out)
+
+
+def tables(epilogue: Sequence[EpilogueOp]) -> list[Lut8]:
+    """The epilogue's tables in the order its tiles use them (an Add's operand table before the Add)."""
+    return [t for op in epilogue for t in ((op.pre,) if isinstance(op, AddTensor) else (op,)) if isinstance(t, Lut8)]
+
+
+def vector_passes(epilogue: Sequence[EpilogueOp]) -> int:
+    """Passes of the vector engine over a tile: its REQUANT, then each step's (an Add: VADD and VSUBI)."""
+    def one(op: EpilogueOp | None) -> int:
+        return 0 if op is None else 2 if isinstance(op, Rescale8) else 1
+    return 1 + sum(2 + one(op.pre) if isinstance(op, AddTensor) else one(op) for op in epilogue)
 
 
 def pretile_weights(filters: np.ndarray, tiling: Tiling) -> list[tuple[int, int, bytes]]:
@@ -144,24 +197,25 @@ class GemmLayer:
     spad_table: int = 0
     groups: int = 1
     """groups of a grouped convolution on the filter's block diagonal (their zeros are no work)"""
+    luts: tuple[int, ...] = ()
+    """constants offsets of the epilogue's tables (`tables`), loaded once after the requantize table"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
              bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
              epilogue: tuple[EpilogueOp, ...] = (), groups: int = 1) -> GemmLayer:
         """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants."""
+        epilogue = compact(epilogue)
         table_bytes = 8 * shape.out_channels if requant.per_channel else 0
-        reserved = -(-table_bytes // 64) * 64
+        reserved = -(-table_bytes // 64) * 64 + LUT_BYTES * len(tables(epilogue))
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
-        passes = 1 + sum(2 if isinstance(op, Rescale8) else 1 if isinstance(op, Clamp8) else
-                         2 + 2 * (op.pre is not None) for op in epilogue)
-        tiling = choose_tiling(shape, config, reserved, extra_buffers=adds, vector_passes=passes)
+        tiling = choose_tiling(shape, config, reserved, extra_buffers=adds, vector_passes=vector_passes(epilogue))
         sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
         folded = (bias.astype(np.int64) - x_zero * sums + (1 << 31)) % (1 << 32) - (1 << 31)
         weights = {(n0, c0): add_constant(data) for n0, c0, data in pretile_weights(filters, tiling)}
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
                          add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue,
-                         groups=groups)
+                         groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)))
 
     def workload(self) -> Workload:
         """The work no tiling avoids (isa/roofline.py): the useful MACs (a block diagonal's zeros are none),
@@ -180,7 +234,9 @@ class GemmLayer:
         """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""
         s, t = self.shape, self.tiling
         table_bytes = 8 * s.out_channels if self.requant.per_channel else 0
-        slot_base = -(-table_bytes // 64) * 64
+        lut_base = -(-table_bytes // 64) * 64
+        luts = {id(t): lut_base + k * LUT_BYTES for k, t in enumerate(tables(self.epilogue))}
+        slot_base = lut_base + LUT_BYTES * len(luts)
         in_bytes, w_bytes = t.input_bytes(s), t.weight_bytes(s)
         out_bytes = -(-t.rows * s.out_width * t.n // 64) * 64
         inputs = [slot_base + k * (in_bytes + w_bytes) for k in (0, 1)]
@@ -193,6 +249,8 @@ class GemmLayer:
         prologue: list[Spec] = []
         if table_bytes:
             prologue = [_config_load(0, 0, table_bytes), ("LOAD", _load(constants + self.table, "spad", 0, 1, 1))]
+        for offset, sram in zip(self.luts, luts.values()):
+            prologue += [_config_load(0, 0, LUT_BYTES), ("LOAD", _load(constants + offset, "spad", sram, 1, 1))]
         source, result = base(self.source.tensor), base(self.result.tensor)
         tiles, g = [], 0
         config = None
@@ -233,7 +291,7 @@ class GemmLayer:
                         dst=outputs[slot], src=accs[slot], rows=pixels, cols=n))]
                     for op in self.epilogue:
                         vector += _epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
-                                                  operands.get(id(op), [0, 0])[slot])
+                                                  operands.get(id(op), [0, 0])[slot], luts)
                     r = self.result
                     stores = [("CONFIG_STORE", dict(row_stride=r.row_stride, plane_stride=0,
                                                     col_stride=r.pixel_stride, elem_bytes=n)),
@@ -265,11 +323,15 @@ class GemmLayer:
             table=self.spad_table + 8 * n0 if per_channel else 0, bias_row=1, bias=bias))
 
 
-def _epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, operand: int) -> list[Spec]:
-    """One epilogue step on a tile: `out` (int8, pixels x n) in the scratchpad, `acc` free as scratch."""
+def _epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, operand: int,
+                    luts: dict[int, int]) -> list[Spec]:
+    """One epilogue step on a tile: `out` (int8, pixels x n) in the scratchpad, `acc` free as scratch, each
+    table at its scratchpad address in `luts` (by id)."""
+    if isinstance(op, Lut8):
+        return [("LUT_LOAD", dict(src=luts[id(op)])), ("LUT", dict(dst=out, src=out, count=pixels * n))]
     if not isinstance(op, AddTensor):
         return op.specs(out, acc, pixels, n)
-    specs = op.pre.specs(operand, acc, pixels, n) if op.pre else []
+    specs = _epilogue_specs(op.pre, operand, acc, pixels, n, 0, luts) if op.pre else []
     return specs + [
         ("VADD", dict(dst_space="acc", dst=acc, src1_space="spad", src1=out, src2_space="spad", src2=operand,
                       rows=pixels, cols=n, bcast=0)),

@@ -15,7 +15,7 @@ from typing import Any
 from sim.results import SimResult
 
 from .backend import NpuFunction
-from .gemm import AddTensor, Clamp8, GemmLayer, Rescale8
+from .gemm import AddTensor, Clamp8, GemmLayer, Lut8, Rescale8
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class ReportRow:
 
 
 def _epilogue(layer: GemmLayer) -> str:
-    names = {Rescale8: "rescale", Clamp8: "clamp", AddTensor: "add"}
+    names = {Rescale8: "rescale", Clamp8: "clamp", Lut8: "lut", AddTensor: "add"}
     steps = [names[type(op)] + ("(rescaled)" if isinstance(op, AddTensor) and op.pre else "") for op in layer.epilogue]
     return f"; fused {'+'.join(steps)}" if steps else ""
 
