@@ -3,8 +3,10 @@
 An inverted residual block (MobileNetV2: 1x1 expansion, ReLU6, depthwise 3x3, ReLU6, 1x1 projection,
 residual Add) must compile into convolution layers only: the ReLU6's Min and the residual Add run in
 the epilogue of the (grouped) convolution that produces them, and no layout Copy appears between
-layers that all read and write channels-innermost images. Each case runs in checked mode and must
-give the reference evaluator's bytes on the quantized graph.
+layers that all read and write channels-innermost images. ShuffleNet's channel shuffle (Reshape,
+Transpose, Reshape) must move no byte: the convolution before it writes its channels in shuffled
+order. Each case runs in checked mode and must give the reference evaluator's bytes on the quantized
+graph.
 """
 from __future__ import annotations
 
@@ -42,3 +44,28 @@ def test_inverted_residual_runs_as_convolution_layers_only(config, stride):
     copies = [layer.name for layer in layers if layer.kind == "Copy"]
     assert {layer.kind for layer in layers} == {"Conv", "Copy"}  # ... inside the convolution layers
     assert copies == list(npu.compiled.binary.bindings.outputs)  # only the output, written for the host
+
+
+def shuffle_unit(groups: int, producer_groups: int, c: int = 24, hw: int = 10):
+    """ShuffleNet's unit: a (grouped) 1x1 convolution with ReLU, the channel shuffle, a depthwise 3x3, a grouped
+    1x1 convolution."""
+    b = NetBuilder((1, c, hw, hw))
+    first = b.node("Conv", [b.conv("x", c, c, 1, 0), b.weight((c, c // producer_groups, 1, 1)), b.weight((c,))],
+                   group=producer_groups)
+    shapes = [f"shape{k}" for k in range(2)]
+    b.weights += [numpy_helper.from_array(np.array(s, np.int64), name)
+                  for s, name in zip(((1, groups, c // groups, hw, hw), (1, c, hw, hw)), shapes)]
+    split = b.node("Reshape", [b.node("Relu", [first]), shapes[0]])
+    joined = b.node("Reshape", [b.node("Transpose", [split], perm=[0, 2, 1, 3, 4]), shapes[1]])
+    dw = b.node("Conv", [joined, b.weight((c, 1, 3, 3)), b.weight((c,))], group=c, pads=[1] * 4)
+    last = b.node("Conv", [dw, b.weight((c, c // groups, 1, 1)), b.weight((c,))], group=groups)
+    return b.network(b.conv(last, c, 8, 1, 0, relu=False))
+
+
+@pytest.mark.parametrize("groups,producer_groups,config", [(4, 4, "default"), (3, 1, "edge"), (2, 4, "default")])
+def test_channel_shuffle_is_the_order_the_producer_writes(groups, producer_groups, config):
+    npu = assert_bit_exact(shuffle_unit(groups, producer_groups), config=config)
+    assert "Transpose" in {n.kind for n in npu.compiled.function.nodes}  # the quantized graph shuffles ...
+    layers = npu.compiled.layers
+    assert {layer.kind for layer in layers} == {"Conv", "Copy"}  # ... and the binary moves no byte for it
+    assert [layer.name for layer in layers if layer.kind == "Copy"] == list(npu.compiled.binary.bindings.outputs)

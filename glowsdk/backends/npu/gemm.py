@@ -66,6 +66,10 @@ class Requant:
     def per_channel(self) -> bool:
         return len(set(zip(self.multipliers.tolist(), self.shifts.tolist()))) > 1
 
+    def take(self, order: np.ndarray) -> Requant:
+        """The parameters of output channels `order` (a permutation or a slice of the channels)."""
+        return Requant(self.multipliers[order], self.shifts[order], self.zero)
+
     def table(self) -> bytes:
         table = np.zeros((len(self.multipliers), 8), np.uint8)
         table[:, :4] = self.multipliers.astype("<i4").view(np.uint8).reshape(-1, 4)

@@ -62,17 +62,19 @@ def block_diagonal(filters: np.ndarray, groups: int) -> np.ndarray:
 
 
 def grouped_layers(node: Node, x: DramTensor, out: DramTensor, requant: Requant, config: ArchConfig,
-                   add_constant: Callable[[bytes], int], epilogue: tuple[EpilogueOp, ...] = ()
-                   ) -> Iterator[tuple[str, GemmLayer]]:
+                   add_constant: Callable[[bytes], int], epilogue: tuple[EpilogueOp, ...] = (),
+                   order: np.ndarray | None = None) -> Iterator[tuple[str, GemmLayer]]:
     """(name, layer) per block of groups of a quantized grouped Conv from NHWC `x` into NHWC `out`; each block
-    applies `epilogue` to its own output channels (a residual operand sliced to them)."""
+    applies `epilogue` to its own output channels (a residual operand sliced to them). With `order` (a channel
+    shuffle: output channel c is the convolution's channel order[c]) one layer holds every group, its block
+    diagonal's rows permuted: a shuffle mixes the groups of every output pixel."""
     groups = node.group
     _, c, h, w = node.input.type.shape
     _, oc, oh, ow = node.type.shape
     cg, og = c // groups, oc // groups
     pads = (node.pads[0], node.pads[1], node.pads[2], node.pads[3])
     one = ConvShape(cg, h, w, og, oh, ow, *node.kernel, tuple(node.strides), tuple(node.dilations), pads)
-    m = groups_per_layer(one, groups, config)
+    m = groups if order is not None else groups_per_layer(one, groups, config)
     filters = np.asarray(node.filter.node.value)
     bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
     x_zero = int(node.input.type.offsets.reshape(-1)[0])
@@ -80,11 +82,14 @@ def grouped_layers(node: Node, x: DramTensor, out: DramTensor, requant: Requant,
         k = min(m, groups - g0)
         outs = slice(g0 * og, (g0 + k) * og)
         shape = replace(one, channels=cg * k, out_channels=og * k)
-        part = Requant(requant.multipliers[outs], requant.shifts[outs], requant.zero)
+        dense, part = block_diagonal(filters[outs], k), Requant(requant.multipliers[outs], requant.shifts[outs],
+                                                                  requant.zero)
+        part_bias = bias[outs]
+        if order is not None:
+            dense, part, part_bias = dense[order], part.take(order), part_bias[order]
         layer = GemmLayer.plan(shape, config, Image.of(x.sliced(1, g0 * cg, cg * k)),
-                               Image.of(out.sliced(1, g0 * og, og * k)), block_diagonal(filters[outs], k),
-                               bias[outs], part, x_zero, add_constant, _sliced(epilogue, g0 * og, og * k),
-                               groups=k)
+                               Image.of(out.sliced(1, g0 * og, og * k)), dense, part_bias, part, x_zero,
+                               add_constant, _sliced(epilogue, g0 * og, og * k), groups=k)
         yield (node.name if m == groups else f"{node.name}/groups{g0}-{g0 + k - 1}"), layer
 
 

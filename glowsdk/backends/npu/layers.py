@@ -30,6 +30,7 @@ from .globalpool import GlobalPoolLayer
 from .grouped import grouped_layers
 from .lrn import LrnLayer
 from .lut import lut_layer
+from .shuffle import channel_shuffle
 from .tensors import DramPlanner, DramTensor, dense_strides, nhwc_strides
 from .support import quantized_form_ok, whole_image_window
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
@@ -166,6 +167,7 @@ class LayerBuilder:
         self.fused.add(id(rescale))
         x = self.laid_out(node.input, nhwc=True)
         epilogue, end = self._epilogue(rescale.result())
+        order, end = self._shuffled(end, epilogue)
         out = self._new(end, nhwc=True)
         self.values[end] = out
         n, c, h, w = node.input.type.shape
@@ -175,7 +177,7 @@ class LayerBuilder:
         shape = ConvShape(c, h, w, oc, oh, ow, kh, kw, tuple(node.strides), tuple(node.dilations), (pt, pl, pb, pr))
         filters = np.asarray(node.filter.node.value)
         bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
-        self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue))
+        self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), order)
 
     def _epilogue(self, value: NodeValue) -> tuple[list[EpilogueOp], NodeValue]:
         """The element-wise chain after a convolution's int8 result that its tiles can apply on chip
@@ -190,6 +192,17 @@ class LayerBuilder:
             self.fused.add(id(user))
             value = user.result()
         return ops, value
+
+    def _shuffled(self, end: NodeValue, epilogue: list[EpilogueOp]) -> tuple[np.ndarray | None, NodeValue]:
+        """A channel shuffle of a layer's result taken into the layer (shuffle.py): the order the layer writes
+        its output channels in, and the value it then computes (`end` itself when there is none). A residual
+        operand in the epilogue keeps the layer's own order."""
+        found = channel_shuffle(end)
+        if found is None or any(isinstance(op, AddTensor) for op in epilogue):
+            return None, end
+        order, nodes = found
+        self.fused.update(id(n) for n in nodes)
+        return order, nodes[-1].result()
 
     def _epilogue_step(self, user: Node, value: NodeValue) -> EpilogueOp | None:
         if not quantized_form_ok(user):
@@ -239,23 +252,29 @@ class LayerBuilder:
         self._gemm(node, ConvShape(k, m, 1, n, m, 1), Image.of(x), Image.of(out), filters, bias, user)
 
     def _gemm(self, node: Node, shape: ConvShape, x: Image, out: Image, filters: np.ndarray, bias: np.ndarray,
-              rescale: Node, epilogue: tuple[EpilogueOp, ...] = ()) -> None:
+              rescale: Node, epilogue: tuple[EpilogueOp, ...] = (), order: np.ndarray | None = None) -> None:
+        """One convolution/matrix layer; `order` permutes its output channels (a channel shuffle)."""
         requant = requant_params(rescale.input, rescale.result(), shape.out_channels, f"'{rescale.name}'")
+        if order is not None:
+            filters, bias, requant = filters[order], bias[order], requant.take(order)
         layer = GemmLayer.plan(shape, self.config, x, out, filters, bias, requant, _zero(node.inputs[0]),
                                self.add_constant, epilogue)
         self.layers.append(Layer(node.name, node.kind, layer))
 
     def _grouped_conv(self, node: Node) -> None:
         """A grouped or depthwise Conv -> Rescale: block-diagonal convolution layers (grouped.py), with the
-        element-wise chain after it (a ReLU6's Min, a residual Add) in each block's epilogue."""
+        element-wise chain after it (a ReLU6's Min, a residual Add) in each block's epilogue and a channel
+        shuffle after that in its output order."""
         rescale = next(iter(node.users))
         self.fused.add(id(rescale))
         x = self.laid_out(node.input, nhwc=True)
         epilogue, end = self._epilogue(rescale.result())
+        order, end = self._shuffled(end, epilogue)
         out = self._new(end, nhwc=True)
         self.values[end] = out
         requant = requant_params(rescale.input, rescale.result(), node.type.shape[1], f"'{rescale.name}'")
-        for name, layer in grouped_layers(node, x, out, requant, self.config, self.add_constant, tuple(epilogue)):
+        for name, layer in grouped_layers(node, x, out, requant, self.config, self.add_constant, tuple(epilogue),
+                                          order):
             self.layers.append(Layer(name, node.kind, layer))
 
     def _mul(self, node: Node) -> None:
