@@ -176,17 +176,8 @@ class IRFunction:
         self.instructions.remove(instr)
         self._names.discard(instr.name)
 
-    def users(self, value: Value) -> list[Instruction]:
-        """Instructions that name `value` as an operand, in program order."""
-        return [i for i in self.instructions if any(v is value for v in i.operands)]
-
     def allocs(self) -> list[Instruction]:
         return [i for i in self.instructions if i.kind == "AllocActivation"]
-
-    def replace_operand(self, old: Value, new: Value) -> None:
-        """Make every operand that names `old` name `new` instead."""
-        for instr in self.instructions:
-            instr.operands = [new if v is old else v for v in instr.operands]
 
     def __iter__(self) -> Iterator[Instruction]:
         return iter(self.instructions)

@@ -46,10 +46,10 @@ def retarget_source(function: IRFunction, copy: Instruction, uses: BufferUses) -
         return False
     orphans = list(uses.views.get(id(buffer), []))
     merge_into(function, buffer, dest, uses)
-    function.remove(copy)  # now a copy of the destination's bytes onto themselves
+    uses.remove(copy)  # now a copy of the destination's bytes onto themselves
     for view in reversed(orphans):
-        if not function.users(view):
-            function.remove(view)
+        if not uses.users(view):
+            uses.remove(view)
     return True
 
 
@@ -63,7 +63,7 @@ def forward_source(function: IRFunction, copy: Instruction, uses: BufferUses) ->
     if any(position < a.index <= last_read for a in uses.writes(source)):
         return False
     merge_into(function, dest, source, uses)
-    function.remove(copy)  # now a copy of the source onto itself
+    uses.remove(copy)  # now a copy of the source onto itself
     return True
 
 
@@ -81,11 +81,11 @@ class CopyElimination(Pass):
 
     def run(self, function: IRFunction) -> bool:
         changed = False
+        uses = BufferUses(function)
         for copy in [i for i in function.instructions if i.kind == "Copy"]:
             if is_noop(copy):
-                function.remove(copy)
+                uses.remove(copy)
                 changed = True
                 continue
-            uses = BufferUses(function)
             changed |= retarget_source(function, copy, uses) or forward_source(function, copy, uses)
         return changed

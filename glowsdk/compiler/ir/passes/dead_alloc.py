@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...passes.manager import Pass
 from ..function import IRFunction
-from .buffers import remove_unused_views
+from .buffers import BufferUses, remove_unused_views
 from .registry import IR_PASSES
 
 
@@ -22,12 +22,13 @@ class DeadAlloc(Pass):
     name = "dead-alloc"
 
     def run(self, function: IRFunction) -> bool:
-        changed = remove_unused_views(function)
+        uses = BufferUses(function)
+        changed = remove_unused_views(uses)
         for alloc in function.allocs():
-            users = function.users(alloc)
+            users = list(uses.users(alloc))
             if all(u.kind == "DeallocActivation" for u in users):
                 for user in users:
-                    function.remove(user)
-                function.remove(alloc)
+                    uses.remove(user)
+                uses.remove(alloc)
                 changed = True
         return changed

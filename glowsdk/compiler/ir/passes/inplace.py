@@ -28,7 +28,7 @@ def reusable_source(instr: Instruction, dest: Instruction, uses: BufferUses) -> 
         base = base_of(source)
         if source.type != dest.type or not is_activation(base):
             continue
-        if any(a.index > position for a in uses.of(base)):
+        if uses.last_access(base) > position:
             continue
         same_place = (view_offset(source), source.type)
         if all(base_of(v) is not base or (view_offset(v), v.type) == same_place for v in sources):
@@ -55,7 +55,8 @@ class InPlace(Pass):
     """Element-wise destinations reuse a dying source's buffer.
 
     One forward sweep finds everything: putting a later instruction in place only
-    adds accesses after it, so it never lets an earlier source die sooner.
+    adds accesses after it, so it never lets an earlier source die sooner. The
+    buffer index follows every merge, so the sweep is linear in the function.
     """
 
     name = "inplace"
@@ -66,5 +67,4 @@ class InPlace(Pass):
         for instr in list(function.instructions):
             while instr.spec.inplace and reuse(function, instr, uses):
                 changed = True
-                uses = BufferUses(function)
         return changed

@@ -52,9 +52,7 @@ def peel(function: IRFunction, instr: Instruction, offset: int, uses: BufferUses
         return False
     if any(a.index > position for a in uses.writes(source)):
         return False
-    name = instr.name
-    function.remove(instr)  # the view takes its place (and name): `uses` stays accurate
-    view = function.create("TensorView", [source], name=name, at=position, type=dest.type, offset=offset)
+    view = uses.replace_with_view(instr, source, dest.type, offset)  # in its place, with its name
     merge_into(function, dest, view, uses)
     return True
 
@@ -67,8 +65,9 @@ class PeelViews(Pass):
 
     def run(self, function: IRFunction) -> bool:
         changed = False
+        uses = BufferUses(function)
         for instr in list(function.instructions):
             offset = contiguous_window(instr)
-            if offset is not None and peel(function, instr, offset, BufferUses(function)):
+            if offset is not None and peel(function, instr, offset, uses):
                 changed = True
         return changed

@@ -84,7 +84,8 @@ class ShareBuffers(Pass):
     name = "share-buffers"
 
     def run(self, function: IRFunction) -> bool:
-        merges = pick_merges(function, BufferUses(function))
+        uses = BufferUses(function)
+        merges = pick_merges(function, uses)
         for drop, keep in merges:
-            merge_into(function, drop, keep, BufferUses(function))
+            merge_into(function, drop, keep, uses)
         return bool(merges)
