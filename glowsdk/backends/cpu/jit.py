@@ -12,6 +12,7 @@ declaration of it.
 from __future__ import annotations
 
 import ctypes
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -34,12 +35,30 @@ C_TYPES: dict[str, tuple[str, type]] = {
 _CTYPES_BY_C = {c: t for c, t in C_TYPES.values()}
 
 
+ISA_VARIABLE = "GLOWSDK_CPU_ISA"
+"""Set to `avx2` to compile for this CPU without its AVX-512 and AMX features: the code an
+AVX2-only host gets, tested and measured on an AVX-512 host (anything else, or unset: every feature)."""
+_WIDER_THAN_AVX2 = ("+avx512", "+amx", "+evex512", "+avx10")
+
+
 @lru_cache(maxsize=1)
 def host_cpu() -> tuple[str, str]:
-    """This CPU's name and feature string, as LLVM detects them."""
+    """This CPU's name and feature string, as LLVM detects them (narrowed by GLOWSDK_CPU_ISA=avx2)."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    features = llvm.get_host_cpu_features().flatten()
+    if os.environ.get(ISA_VARIABLE, "").lower() == "avx2":
+        features = ",".join("-" + f[1:] if f.startswith(_WIDER_THAN_AVX2) else f for f in features.split(","))
+    return llvm.get_host_cpu_name(), features
+
+
+def host_isa() -> str:
+    """The widest x86 vector ISA the generated code uses (AVX-512, AVX2, AVX, SSE), else the CPU name."""
+    features = set(host_cpu()[1].split(","))
+    for feature, isa in (("+avx512f", "AVX-512"), ("+avx2", "AVX2"), ("+avx", "AVX"), ("+sse2", "SSE2")):
+        if feature in features:
+            return isa
+    return host_cpu()[0]
 
 
 def host_machine(jit: bool = False) -> llvm.TargetMachine:
