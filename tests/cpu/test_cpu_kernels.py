@@ -41,6 +41,9 @@ CONVS = [  # name, input shape, filter shape, attributes, the strategy the rule 
     ("grouped", (1, 6, 8, 7), (9, 2, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1], group=3), "im2col"),
     ("depthwise", (1, 8, 9, 9), (8, 1, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1], group=8), "direct"),
     ("one-d", (2, 5, 40), (7, 5, 3), dict(strides=[1], pads=[1, 1]), "im2col"),
+    ("one-channel-long-kernel", (1, 1, 400), (16, 1, 80), dict(strides=[16], pads=[0, 0]), "im2col"),
+    ("one-channel-long-padded", (2, 1, 301), (12, 1, 20), dict(strides=[4], pads=[3, 5]), "im2col"),
+    ("one-channel-short-kernel", (1, 1, 9, 9), (8, 1, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1]), "direct"),
 ]
 
 

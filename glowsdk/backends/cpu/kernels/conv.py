@@ -8,7 +8,7 @@ order (CONV_RULES):
   panel per column tile (one contiguous [k][NR] stream instead of K rows HW apart,
   which measured as fast or faster: fewer TLB misses, no cache-set conflicts).
 - `im2col`: any other 2-d (or 1-d) convolution with more than one input channel per
-  group is a GEMM with K = C_in/group x taps, its B panels packed per column tile
+  group, or one channel but a long window and many filters (LONG_KERNEL_TAPS), is a GEMM with K = C_in/group x taps, its B panels packed per column tile
   from the input on the fly (packing.py), never an im2col matrix in memory.
 - `direct`: depthwise convolutions (one input channel per group, K = taps only, too
   little reuse for a GEMM tile) and 3-d ones run the direct loop nest below.
@@ -87,9 +87,19 @@ def _is_pointwise(instr: Any) -> bool:
     return window is not None and window.pointwise
 
 
+LONG_KERNEL_TAPS, LONG_KERNEL_FILTERS = 16, 8
+"""A convolution over one input channel per group is still a GEMM when its window has at least
+this many taps (K) and each group this many filters (M): audio's first layers (1 channel, kernel
+80, stride 16, 128 filters) ran at 0.5 GFLOP/s as direct strided loops, a GEMM tile instead
+reuses every packed input column for all filters. A depthwise filter (one per group) stays direct."""
+
+
 def _is_gemm(instr: Any) -> bool:
     window = conv_window(instr)
-    return window is not None and window.channels > 1 and instr.types[0].elem is ElemKind.FLOAT32
+    if window is None or instr.types[0].elem is not ElemKind.FLOAT32:
+        return False
+    filters = instr.filter.type.shape[0] // instr.group
+    return window.channels > 1 or (window.taps >= LONG_KERNEL_TAPS and filters >= LONG_KERNEL_FILTERS)
 
 
 def _constant_filter(instr: Any) -> Weight | None:
