@@ -162,6 +162,9 @@ def _reduce(i: Instr, r: Registers) -> list[Extent]:
 _EXTENTS: dict[str, Callable[[Instr, Registers], list[Extent]]] = {
     "LOAD": lambda i, r: _dma(i, r, write_dram=False),
     "STORE": lambda i, r: _dma(i, r, write_dram=True),
+    "GATHER": lambda i, r: [Extent("acc", i.idx, i.idx + i.count, False),
+                            Extent("dram", *_box(i.dram, ((i.rows, r["row_stride"]),), r["elem_bytes"]), False),
+                            Extent("spad", i.sram, i.sram + i.count * r["elem_bytes"], True)],
     "MATMUL": _matmul,
     "vector-binary": _binary,
     "vector-immediate": _unary,

@@ -12,7 +12,7 @@ from typing import Mapping
 from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
                      validate_table)
 
-ISA_VERSION = (1, 1)
+ISA_VERSION = (1, 2)
 """(major, minor): major changes with any incompatible encoding or semantics, minor when instructions are
 added; a binary records the version it was built for."""
 
@@ -137,6 +137,19 @@ and pad_left <= x < pad_left + cols, byte e of the position is DRAM byte
 is padding. space = spad: image byte b is written to `spad[sram + b]`, padding bytes are pad_value.
 space = acc: E must be a multiple of 4 (fault otherwise); image bytes 4i..4i+3, read as a little-endian
 int32, are written to `acc[sram + i]`, and padding words are pad_value sign-extended.""", "dma"),
+    InstrSpec("GATHER", 0x07, Engine.LOAD, (
+        F("dram", 22, DRAM_ADDR, "DRAM byte address of row 0 of the table"),
+        F("idx", 54, ACC_ADDR, "first of the int32 row indices, in the accumulator"),
+        F("sram", 74, SPAD_ADDR, "start of the dense scratchpad image"),
+        F("count", 96, COUNT16, "indices, so rows gathered (N)"),
+        F("rows", 112, COUNT16, "rows in the table (V)"),
+    ), """\
+Indexed DMA (an embedding lookup): rows of a DRAM table picked by indices in the accumulator, with
+CONFIG_LOAD's elem_bytes E (bytes per row) and row_stride (DRAM bytes between rows; no padding). For i < N:
+j = acc[idx + i], plus V when j < 0 (an index counts from the end, as ONNX Gather's do); j outside 0..V-1
+is a fault. DRAM bytes `dram + j*row_stride .. +E-1` are written to `spad[sram + i*E .. +E-1]`. The
+indices are read as the instruction starts; the table's bytes up to row V - 1 must lie in DRAM. Timing:
+N separate DRAM runs of E bytes.""", "dma"),
     _dma_config("CONFIG_STORE", 0x08, Engine.STORE, "STORE"),
     InstrSpec("STORE", 0x09, Engine.STORE, _dma_box("destination"), """\
 DMA from SRAM to DRAM, with the geometry of CONFIG_STORE (no padding). With E = elem_bytes the SRAM image

@@ -81,18 +81,37 @@ def dequantize(raw: bytes, tensor: TensorInfo) -> np.ndarray:
     return value.copy()
 
 
-def _random(tensor: TensorInfo, rng: np.random.Generator) -> np.ndarray:
+def _random(tensor: TensorInfo, rng: np.random.Generator, bound: int | None = None) -> np.ndarray:
+    """Seeded values of the tensor's type; indices (`bound` given) drawn within the table they pick from."""
     dtype = DTYPES[tensor.elem]
     if dtype.kind == "f":
         return rng.standard_normal(tensor.logical_shape).astype(dtype)
+    if bound is not None:
+        return rng.integers(0, bound, tensor.logical_shape, dtype=dtype)
     info = np.iinfo(dtype)
     return rng.integers(info.min, info.max, tensor.logical_shape, dtype=dtype, endpoint=True)
+
+
+def index_bounds(binary: NpuBinary) -> dict[int, int]:
+    """Tensor index -> the fewest table rows a GATHER picks from with indices loaded out of that tensor (the
+    last LOAD into the accumulator before each GATHER on the load engine brings its indices)."""
+    bounds: dict[int, int] = {}
+    last_acc_load = None
+    for instr in binary.instructions:
+        if instr.mnemonic == "LOAD" and instr.space == "acc":
+            last_acc_load = instr.dram
+        elif instr.mnemonic == "GATHER" and last_acc_load is not None:
+            for k, t in enumerate(binary.tensors):
+                if t.dram_address <= last_acc_load < t.dram_address + t.size_bytes:
+                    bounds[k] = min(bounds.get(k, instr.rows), instr.rows)
+    return bounds
 
 
 def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.ndarray], *, checked: bool = False,
                ideal_dram: bool = False, seed: int = 0, progress: Callable[[int, int], None] | None = None) -> BinaryRun:
     """Simulate `binary` (already read and validated for `config`) on the given inputs; missing inputs are
-    filled with seeded random values of their element type and listed in `generated`; `progress` as `simulate`'s."""
+    filled with seeded random values of their element type (indices within the table they pick from) and
+    listed in `generated`; `progress` as `simulate`'s."""
     unknown = sorted(set(inputs) - set(binary.bindings.inputs))
     if unknown:
         raise SimInputError(f"input '{unknown[0]}': the binary has no such input "
@@ -100,12 +119,13 @@ def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.nd
     rng = np.random.default_rng(seed)
     image: dict[int, bytes | np.ndarray] = {binary.plan.constants.base: binary.constants}
     generated = []
+    bounds = index_bounds(binary) if set(binary.bindings.inputs) - set(inputs) else {}
     for name, index in binary.bindings.inputs.items():
         tensor = binary.tensors[index]
         if name in inputs:
             value = quantize(name, inputs[name], tensor)
         else:
-            value = _random(tensor, rng)
+            value = _random(tensor, rng, bounds.get(index))
             generated.append(name)
         image[tensor.dram_address] = value
     try:

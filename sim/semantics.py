@@ -89,6 +89,19 @@ def _load(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     return _to(dp.mem.sram(i.space), i.sram, image)
 
 
+def _gather(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
+    e = r["elem_bytes"]
+    raw = dp.mem.acc[i.idx:i.idx + i.count].astype(np.int64)
+    rows = np.where(raw < 0, raw + i.rows, raw)
+    bad = np.flatnonzero((rows < 0) | (rows >= i.rows))
+    if bad.size:
+        k = int(bad[0])
+        raise ExecutionFault(f"GATHER: index {int(raw[k])} (at acc {i.idx + k:#x}) is outside the table's "
+                             f"{i.rows} rows")
+    table = _strided(dp.mem.dram, i.dram, (i.rows, e), (r["row_stride"], 1))
+    return _to(dp.mem.spad, i.sram, table[rows].view(np.int8))
+
+
 def _disjoint(counts_strides: list[tuple[int, int]], elem: int) -> bool:
     """True when no two elements of a strided box share a byte (a sufficient test)."""
     reach = elem
@@ -266,6 +279,7 @@ SEMANTICS: dict[str, Semantics] = {
     "vector-config": _nothing,
     "LUT_LOAD": _lut_load,
     "LOAD": _load,
+    "GATHER": _gather,
     "STORE": _store,
     "MATMUL": _matmul,
     "vector-binary": _binary,

@@ -60,7 +60,11 @@ class Step:
         return self.box.planes * self.box.rows * self.box.cols * self.box.elem if self.box else 0
 
 
-def _box(instr: Instr, r: Registers) -> Box:
+def _box(instr: Instr, r: Registers, config: ArchConfig) -> Box:
+    if instr.mnemonic == "GATHER":  # N runs of E bytes, spaced so that no two merge into one request
+        burst = config.dma_burst_bytes
+        apart = (-(-r["elem_bytes"] // burst) + 1) * burst
+        return Box(instr.dram, 1, instr.count, 1, 0, apart, 0, r["elem_bytes"])
     return Box(instr.dram, instr.planes, instr.rows, instr.cols, r["plane_stride"], r["row_stride"],
                r["col_stride"], r["elem_bytes"])
 
@@ -109,7 +113,7 @@ def prepare(program: Sequence[Instr], config: ArchConfig, layers: Sequence[Debug
             problem = problem or str(err)
         dma = instr.spec.family == "dma"
         steps.append(Step(index, instr, instr.spec.engine, registers, found, problem, cycles, semantics_of(instr),
-                          macs(instr), _box(instr, registers) if dma else None,
+                          macs(instr), _box(instr, registers, config) if dma else None,
                           _pad_bytes(instr, registers) if dma and not problem else 0, names[index],
                           (instr.wait_sem, instr.wait_count), (instr.signal_sem, instr.signal_count)))
     return steps

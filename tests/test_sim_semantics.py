@@ -19,6 +19,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from isa import BY_MNEMONIC, PRESETS, assemble
+from sim.errors import Fault
 from sim.simulator import simulate
 
 CONFIG = PRESETS["edge"]
@@ -381,6 +382,26 @@ def case_store(rng):
         assert result.memories.read_dram(0x20000, 2000) == bytes(want), (space, rs, cs)
 
 
+def case_gather(rng):
+    """Rows of a DRAM table picked by accumulator indices (negative ones from the end); a stray index faults."""
+    rows, e, stride = 11, 6, 9
+    table = rng.integers(-128, 127, rows * stride, endpoint=True).astype(np.int8)
+    index = np.array([3, 0, 10, -1, -11, 3, 7])
+    p = Program()
+    p.put("acc", 0x80, index)
+    p.image[0x30000] = table.tobytes()
+    gather = (f"CONFIG_LOAD row_stride={stride} plane_stride=0 col_stride=0 elem_bytes={e}",
+              f"GATHER dram=0x30000 idx=0x80 sram=0x400 count={index.size} rows={rows}")
+    result = p.run(*gather)
+    want = [int(table[(j % rows) * stride + b]) for j in index.tolist() for b in range(e)]
+    assert spad(result, 0x400, index.size * e).tolist() == want
+    p = Program()
+    p.put("acc", 0x80, np.array([2, rows]))
+    p.image[0x30000] = table.tobytes()
+    with pytest.raises(Fault, match="outside the table's 11 rows"):
+        p.run(*gather[:1], gather[1].replace(f"count={index.size}", "count=2"))
+
+
 def case_control(rng):
     """NOP and END touch no memory and take a cycle each; a NOP's signal satisfies a later NOP's wait."""
     result = Program().run("NOP", "NOP ; signal s5", "NOP ; wait s5")
@@ -396,7 +417,7 @@ CASES: dict[str, Callable] = {
     "POOL": case_pool, "CONFIG_POOL": case_pool,
     "REDUCE": case_reduce,
     "MATMUL": case_matmul, "CONFIG_MATMUL": case_matmul,
-    "LOAD": case_load, "CONFIG_LOAD": case_load, "CONFIG_PAD": case_load,
+    "LOAD": case_load, "CONFIG_LOAD": case_load, "CONFIG_PAD": case_load, "GATHER": case_gather,
     "STORE": case_store, "CONFIG_STORE": case_store,
     "NOP": case_control, "END": case_control,
 }

@@ -474,7 +474,9 @@ def _lrn(q: Quantizer, node: Node) -> NodeValue | None:
 
 @RULES.register(tensor.Gather)
 def _gather(q: Quantizer, node: Node) -> NodeValue | None:
-    type_ = q.activation_type(node.data)
+    """Picked values keep the table's type: a constant table (an embedding) quantized over its own range, so
+    that no row saturates whichever the indices pick; a computed one at its profiled type."""
+    type_ = q.constant_type(node.data) if isinstance(node.data.node, Constant) else q.activation_type(node.data)
     if type_ is None:
         return None
     return q.add(tensor.Gather, q.quantize(node.data, type_), node.indices, **node.attrs)

@@ -25,6 +25,7 @@ from ...graph.nodes.lrn_int8 import lrn_table
 from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Requant, Rescale8
+from .gather import gather_layer
 from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
 from .grouped import grouped_layers
@@ -402,6 +403,9 @@ class LayerBuilder:
         length = trailing_length(node.input.type.shape, tuple(node.axes))
         table = self.add_constant(softmax_table(_scale(node.input), length))
         self.layers.append(Layer(node.name, node.kind, SoftmaxLayer(source, out, length, table)))
+
+    def _gather(self, node: Node) -> None:
+        self.layers.append(Layer(node.name, node.kind, gather_layer(self, node)))
 
     def _tablelookup(self, node: Node) -> None:
         self.layers.append(Layer(node.name, node.kind, lut_layer(self, node)))

@@ -27,6 +27,8 @@ LOADED, MFREE, ACCFREE, COMPUTED, READY, SFREE, VFREE = 1, 3, 5, 7, 9, 11, 13
 """The first of each pair of per-slot semaphores (slot 0 and slot 1)."""
 TABLE = 15
 """Signalled by a layer's prologue loads (requantize tables), waited on once by the vector engine."""
+TRANSFERS = ("LOAD", "GATHER")
+"""The load engine's instructions that move data (each signals its step's semaphore once)."""
 CLAMP_RESET = ("CONFIG_CLAMP", {"lo": -(1 << 31), "hi": (1 << 31) - 1})
 
 
@@ -70,9 +72,9 @@ def _signal_each(em: Emitter, specs: list[Spec], sem: int, wait: tuple[int, int]
     count = 0
     for mnemonic, fields in specs:
         index = em.emit(mnemonic, **fields)
-        if mnemonic != "LOAD":
+        if mnemonic not in TRANSFERS:
             continue
-        if fields["space"] == "acc" and acc_wait:
+        if fields.get("space") == "acc" and acc_wait:
             em.set_sync(index, wait=acc_wait)
         elif count == 0 and wait:
             em.set_sync(index, wait=wait)

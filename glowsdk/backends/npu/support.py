@@ -22,11 +22,12 @@ from typing import Callable
 
 from isa.config import ArchConfig
 
-from ...graph.node import Constant, Node, NodeValue
+from ...graph.node import Constant, Node, NodeValue, Placeholder
 from ...graph.nodes import quant
 from ...graph.nodes.lrn_int8 import lrn_table
 from ...graph.types import ElemKind
 from .bmm import bmm_limits
+from .gather import gather_limits
 from .softmax import MAX_GROUP, fits, trailing_length
 
 Q8, Q32 = ElemKind.QINT8, ElemKind.QINT32
@@ -115,7 +116,7 @@ def matmul_limits(node: Node) -> list[str]:
 
 
 LIMITS: dict[str, Callable[[Node], list[str]]] = {
-    "Conv": conv_limits, "MaxPool": pool_limits, "AveragePool": pool_limits, "Softmax": softmax_limits,
+    "Gather": gather_limits, "Conv": conv_limits, "MaxPool": pool_limits, "AveragePool": pool_limits, "Softmax": softmax_limits,
     "GlobalAveragePool": global_pool_limits, "LRN": lrn_limits, "MatMul": matmul_limits,
 }
 """What keeps a node of each kind off the NPU whatever its element kinds (empty: within the limits)."""
@@ -304,6 +305,14 @@ def _softmax(node: Node) -> bool:
     return _int8(node.input) and softmax_form(node)
 
 
+def _gather(node: Node) -> bool:
+    """Rows of an int8 table picked by integer indices that the host gives or a constant holds (gather.py)."""
+    indices = node.indices
+    return (_int8(node.data) and _same_quant(node.data, node) and not gather_limits(node)
+            and indices.type.elem in (ElemKind.INT64, ElemKind.INT32)
+            and (isinstance(indices.node, Placeholder) or _constant(indices)))
+
+
 def _table_lookup(node: Node) -> bool:
     return _int8(node.input) and _int8(node.result()) and _constant(node.table)
 
@@ -311,7 +320,7 @@ def _table_lookup(node: Node) -> bool:
 QUANTIZED_FORMS: dict[str, Callable[[Node], bool]] = {
     "Conv": _conv, "MatMul": _matmul, "Mul": _mul_or_gate, "Rescale": _rescale, "MaxPool": _pool, "AveragePool": _pool,
     "Max": _same_type, "Min": _same_type, "Reshape": _moves, "Transpose": _moves, "Concat": _moves,
-    "Slice": _moves, "Softmax": _softmax, "LRN": _lrn, "TableLookup": _table_lookup, "Quantize": _border,
+    "Slice": _moves, "Gather": _gather, "Softmax": _softmax, "LRN": _lrn, "TableLookup": _table_lookup, "Quantize": _border,
     "Dequantize": _border,
 }
 
