@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, safe_file_name, write_arrays, write_text
-from . import bench, cache, npu, options, partition_report, quantize, serve, summary, train
+from . import bench, cache, npu, options, partition_report, quantize, scalesim, serve, summary, train
 from ..progress import Progress
 from ..table import format_table
 
@@ -468,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     quantize.register(sub)
     bench.register(sub)
     npu.register(sub)
+    scalesim.register(sub)
     serve.register(sub)
     train.register(sub)
     summary.register(sub)

@@ -1,0 +1,143 @@
+"""A layer's operand streams on the systolic array, fold by fold, as SCALE-Sim v3 lays them out.
+
+Each operand is a matrix of element addresses (im2col for the ifmap). The array processes it in
+folds of R rows x C columns; per fold, each array edge sees a *demand* block: one row per cycle,
+one column per PE row (ifmap) or column (filter, ofmap), -1 where nothing moves. Skewing a block
+(column j delayed by j cycles) is the systolic wavefront. Per fold:
+
+- output-stationary (Sr = output pixels, Sc = filters, T = window): ifmap T x R plus C - 1 idle
+  rows, skewed; filter T x C plus R - 1, skewed; ofmap T - 1 idle rows then the R x C results
+  (last row first), skewed: T + R + C - 2 cycles.
+- weight-stationary (Sr = window, Sc = filters, T = output pixels): ifmap R idle rows (weight
+  preload), T x R, C - 1 idle, skewed; filter the R x C weights last row first then
+  R + C + T - 2 idle, unskewed; ofmap 2R - 1 idle then T x C, skewed: 2R + C + T - 2 cycles.
+
+These cycle counts are `sim.timing.matmul_cycles`' per-fold terms, so the closed form is this
+fold-level model's stall-free limit (a test holds them together). The *prefetch* order (how the
+SRAM fills from DRAM) is each operand's folds stacked and read along anti-diagonals, except the
+weight-stationary filter, read row by row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from .inputs import Layer
+
+IDLE = -1
+
+
+def ifmap_addresses(layer: Layer) -> np.ndarray:
+    """The im2col matrix (output pixels x window) of ifmap element addresses, channel fastest."""
+    pixel = np.arange(layer.pixels)
+    out_row, out_col = np.divmod(pixel, layer.ofmap_w)
+    top, left = out_row * layer.stride, out_col * layer.stride
+    tap = np.arange(layer.window)
+    f_row, rest = np.divmod(tap, layer.filter_w * layer.channels)
+    f_col, channel = np.divmod(rest, layer.channels)
+    rows = top[:, None] + f_row[None, :]
+    cols = left[:, None] + f_col[None, :]
+    inside = (rows < layer.ifmap_h) & (cols < layer.ifmap_w)
+    return np.where(inside, (rows * layer.ifmap_w + cols) * layer.channels + channel[None, :], IDLE)
+
+
+def filter_addresses(layer: Layer) -> np.ndarray:
+    """Window x filters: each filter's weights are contiguous."""
+    return np.arange(layer.window)[:, None] + np.arange(layer.filters)[None, :] * layer.window
+
+
+def _pad(block: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    out = np.full((rows, cols), IDLE, np.int64)
+    out[:block.shape[0], :block.shape[1]] = block
+    return out
+
+
+def skew(block: np.ndarray) -> np.ndarray:
+    """Delay column j by j cycles: the systolic wavefront."""
+    rows, cols = block.shape
+    out = np.full((rows + cols - 1, cols), IDLE, np.int64)
+    column = np.arange(cols)
+    out[np.arange(rows)[:, None] + column, column] = block
+    return out
+
+
+def antidiagonal_order(matrix: np.ndarray) -> np.ndarray:
+    """Elements by anti-diagonal (row + col), bottom row first within one: the prefetch order."""
+    rows, cols = matrix.shape
+    r, c = np.indices((rows, cols))
+    order = np.lexsort((-r.ravel(), (r + c).ravel()))
+    return matrix.ravel()[order]
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One fold's demand blocks (cycles x edge width) and the PEs it uses."""
+
+    ifmap: np.ndarray
+    filter: np.ndarray
+    ofmap: np.ndarray
+    rows_used: int
+    cols_used: int
+
+
+class Streams:
+    """A layer's folds and prefetch sequences for an R x C array and a dataflow."""
+
+    def __init__(self, layer: Layer, rows: int, cols: int, dataflow: str) -> None:
+        self.layer, self.rows, self.cols, self.dataflow = layer, rows, cols, dataflow
+        self.ifmap = ifmap_addresses(layer)
+        self.filter = filter_addresses(layer)
+        if dataflow == "os":
+            self.sr, self.sc, self.t = layer.pixels, layer.filters, layer.window
+        else:
+            self.sr, self.sc, self.t = layer.window, layer.filters, layer.pixels
+        self.row_folds = -(-self.sr // rows)
+        self.col_folds = -(-self.sc // cols)
+
+    @property
+    def cycles_per_fold(self) -> int:
+        r, c = self.rows, self.cols
+        return self.t + r + c - 2 if self.dataflow == "os" else 2 * r + c + self.t - 2
+
+    def _slab(self, fr: int) -> np.ndarray:
+        """The ifmap columns of row fold `fr` as a T x R block (padded)."""
+        r = self.rows
+        if self.dataflow == "os":
+            return _pad(self.ifmap[fr * r:(fr + 1) * r, :].T, self.t, r)
+        return _pad(self.ifmap[:, fr * r:(fr + 1) * r], self.t, r)
+
+    def prefetch(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ifmap, filter) addresses in the order the SRAMs fill from DRAM (-1 entries included)."""
+        c = self.cols
+        ifmap = antidiagonal_order(np.concatenate([self._slab(fr) for fr in range(self.row_folds)]))
+        weights = np.concatenate([_pad(self.filter[:, fc * c:(fc + 1) * c], self.filter.shape[0], c)
+                                  for fc in range(self.col_folds)])
+        return ifmap, antidiagonal_order(weights) if self.dataflow == "os" else weights.ravel()
+
+    def folds(self) -> Iterator[Fold]:
+        """Folds in SCALE-Sim's order: filter folds outermost."""
+        r, c, t = self.rows, self.cols, self.t
+        for fc in range(self.col_folds):
+            cols_used = min(c, self.sc - fc * c)
+            weights = self.filter[:, fc * c:(fc + 1) * c]
+            for fr in range(self.row_folds):
+                rows_used = min(r, self.sr - fr * r)
+                slab = self._slab(fr)
+                if self.dataflow == "os":
+                    ifmap = skew(np.concatenate([slab, np.full((c - 1, r), IDLE)]))
+                    filt = skew(np.concatenate([_pad(weights, t, c), np.full((r - 1, c), IDLE)]))
+                    results = self._ofmap_ids(fr * r, rows_used, fc * c, cols_used)
+                    ofmap = skew(np.concatenate([np.full((t - 1, c), IDLE), _pad(results, r, c)[::-1]]))
+                else:
+                    ifmap = skew(np.concatenate([np.full((r, r), IDLE), slab, np.full((c - 1, r), IDLE)]))
+                    block = _pad(weights[fr * r:(fr + 1) * r], r, c)[::-1]
+                    filt = np.concatenate([block, np.full((r + c + t - 2, c), IDLE)])
+                    results = self._ofmap_ids(0, t, fc * c, cols_used)
+                    ofmap = skew(np.concatenate([np.full((2 * r - 1, c), IDLE), _pad(results, t, c)]))
+                yield Fold(ifmap, filt, ofmap, rows_used, cols_used)
+
+    def _ofmap_ids(self, row0: int, rows: int, col0: int, cols: int) -> np.ndarray:
+        pixels = np.arange(row0, row0 + rows)[:, None]
+        return pixels * self.layer.filters + np.arange(col0, col0 + cols)[None, :]
