@@ -18,8 +18,7 @@ from llvmlite import ir
 from ....graph.types import ElemKind
 from ..codegen.kinds import BOOL, COMPUTE_INTS, FLOATS, in_kind, is_float, is_signed
 from ..codegen.module import KernelContext
-from . import convert, mathfn
-from . import quant
+from . import convert, mathfn, quant, vmath
 from .table import Scalar
 
 NUMBERS = FLOATS | COMPUTE_INTS
@@ -121,6 +120,15 @@ def _intrinsic(name: str) -> Scalar:
     return emit
 
 
+def _vectorised(polynomial: Callable[[KernelContext, ir.Value], ir.Value], other: Scalar) -> Scalar:
+    """float32: the vectorisable polynomial of vmath.py; other kinds: `other` (libm, float64)."""
+    def emit(ctx: KernelContext, instr: Any, args: Sequence[ir.Value]) -> ir.Value:
+        if _source_kind(instr) is ElemKind.FLOAT32:
+            return polynomial(ctx, args[0])
+        return other(ctx, instr, args)
+    return emit
+
+
 def _erf(ctx: KernelContext, instr: Any, args: Sequence[ir.Value]) -> ir.Value:
     return _rounded(ctx, instr, mathfn.erf(ctx.builder, ctx.module, args[0]))
 
@@ -176,15 +184,15 @@ SCALARS: dict[str, ScalarKind] = {
     "Or": ScalarKind(BOOL, _arithmetic("or_", "or_")),
     "Not": ScalarKind(BOOL, _not),
     "Where": ScalarKind(ANY_BITS, _where),
-    "Exp": ScalarKind(FLOATS, _intrinsic("llvm.exp")),
+    "Exp": ScalarKind(FLOATS, _vectorised(vmath.exp, _intrinsic("llvm.exp"))),
     "Log": ScalarKind(FLOATS, _intrinsic("llvm.log")),
     "Sqrt": ScalarKind(FLOATS, _intrinsic("llvm.sqrt")),
-    "Tanh": ScalarKind(FLOATS, _intrinsic("llvm.tanh")),
+    "Tanh": ScalarKind(FLOATS, _vectorised(vmath.tanh, _intrinsic("llvm.tanh"))),
     "Sin": ScalarKind(FLOATS, _intrinsic("llvm.sin")),
     "Cos": ScalarKind(FLOATS, _intrinsic("llvm.cos")),
     "Floor": ScalarKind(FLOATS, _intrinsic("llvm.floor")),
     "Round": ScalarKind(FLOATS, _intrinsic("llvm.roundeven")),
-    "Erf": ScalarKind(FLOATS, _erf),
+    "Erf": ScalarKind(FLOATS, _vectorised(vmath.erf, _erf)),
     "Cast": ScalarKind(convert.CASTABLE, convert.cast),
     "Quantize": ScalarKind(FLOATS | quant.QUANTIZED, quant.quantize, quant.quantize_accepts),
     "Dequantize": ScalarKind(FLOATS | quant.QUANTIZED, quant.dequantize),
