@@ -254,7 +254,8 @@ class Quantizer:
                 used_keep |= {node.kind, node.name, node.name.split("/")[0]} & self.config.keep_float
                 self.report.keep(node, "--keep-float")
                 continue
-            if node.kind not in COMPUTE and not any(self._quantizable(u) for u in node.users):
+            if node.kind not in COMPUTE and not any(self._quantizable(u) for u in node.users) \
+                    and not self._trailing_integer(node):
                 self.report.keep(node, "no integer user")
                 continue
             self._convert(node)
@@ -268,6 +269,12 @@ class Quantizer:
                             f"of this graph's values: it was taken of another model or with other options")
         self.function.erase_dead()
         return self.report
+
+    def _trailing_integer(self, node: Node) -> bool:
+        """A cheap node whose results only leave the graph (a network ending in ReLU), on a backend that cannot run
+        it in float: converted all the same, so the island reaches the output (an integer device would otherwise
+        need the host for the last Max). Where the backend runs it in float, it stays float, as before."""
+        return bool(node.users) and all(u.kind == "Save" for u in node.users) and not self.backend.is_op_supported(node)
 
     def _quantizable(self, node: Node) -> bool:
         return self.has_rule(node) and not self.keeps_float(node)

@@ -15,6 +15,8 @@ from isa import PRESETS
 from isa.config import resolve_config
 from sim.binding import run_binary
 
+from onnx import numpy_helper
+
 from npu_nets import NetBuilder
 from test_npu_backend import assert_bit_exact
 
@@ -106,3 +108,24 @@ def test_spatial_reduce_mean_is_global_average_pooling(keepdims):
     kinds = npu.compiled.function.count_kinds()
     assert kinds.get("AveragePool") == 1 and "ReduceSum" not in kinds and "ReduceMean" not in kinds
     assert "GlobalPoolLayer" in _layer_kinds(npu)
+
+
+@pytest.mark.parametrize("tail", ["Relu", "Clip"])
+def test_a_network_ending_in_relu_runs_whole_on_the_npu(tail):
+    """The last Max (and Min, ReLU6) is quantized too on a backend that cannot run it in float (before, the host
+    took it: a partitioned function, no one binary); the CPU keeps it float (its result goes straight to the
+    output: int8 would only add conversions)."""
+    b = NetBuilder((1, 3, 9, 9))
+    out = b.conv(b.conv("x", 3, 8), 8, 4, relu=False)
+    if tail == "Clip":
+        b.weights += [numpy_helper.from_array(np.float32(v), n) for v, n in ((0.0, "lo"), (6.0, "hi"))]
+        out = b.node("Clip", [out, "lo", "hi"])
+    else:
+        out = b.node("Relu", [out])
+    network = b.network(out)
+    npu = assert_bit_exact(network, config="edge")  # one binary: nothing went to the host
+    # int8 now, the clamp is the result type's own saturation (the quantization passes drop it)
+    assert not any(t.elem.is_float for n in npu.compiled.function.nodes if n.kind in ("Max", "Min") for t in n.types)
+    quant = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
+    report = glowsdk.compile(network, "cpu", quantization=quant).compiled.quantization_report
+    assert report.kept["no integer user"][{"Relu": "Max", "Clip": "Min"}[tail]] == 1
