@@ -12,7 +12,7 @@ from typing import Mapping
 from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
                      validate_table)
 
-ISA_VERSION = (1, 2)
+ISA_VERSION = (2, 0)
 """(major, minor): major changes with any incompatible encoding or semantics, minor when instructions are
 added; a binary records the version it was built for."""
 
@@ -44,8 +44,8 @@ COUNT13 = unsigned("count13", 13, "element count", lo=1)
 COUNT16 = unsigned("count16", 16, "element count", lo=1)
 COUNT24 = unsigned("count24", 24, "element count", lo=1)
 PAD8 = unsigned("pad8", 8, "padding in rows or columns")
-PAD4 = unsigned("pad4", 4, "padding in rows or columns (below the window size)")
-WINDOW = unsigned("window", 4, "window size, stride or dilation", lo=1)
+WINDOW = unsigned("window", 4, "dilation", lo=1)
+WINDOW8 = unsigned("window8", 8, "window size or stride (a 16 x 16 patch embedding, a 1-D kernel of 80)", lo=1)
 FLAG = unsigned("flag", 1, "0 or 1")
 INT8 = signed("int8", 8, "signed 8-bit value")
 INT32 = signed("int32", 32, "signed 32-bit value")
@@ -59,7 +59,7 @@ SHIFT5 = unsigned("shift5", 5, "left shift 0..31")
 
 FIELD_KINDS: tuple[FieldKind, ...] = (
     DRAM_ADDR, SPAD_ADDR, ACC_ADDR, ACC_ADDR19, SRAM_ADDR, SPACE, STRIDE, STRIDE16, PITCH, BYTES, COUNT12, COUNT13, COUNT16,
-    COUNT24, PAD8, PAD4, WINDOW, FLAG, INT8, INT16, INT32, MULTIPLIER, SHIFT, SHIFT5, DATAFLOW, POOL_OP, REDUCE_OP)
+    COUNT24, PAD8, WINDOW, WINDOW8, FLAG, INT8, INT16, INT32, MULTIPLIER, SHIFT, SHIFT5, DATAFLOW, POOL_OP, REDUCE_OP)
 
 F = Field
 
@@ -166,13 +166,13 @@ MATRIX = [
         F("im2col", 23, FLAG, "1: MATMUL reads its input through the convolution window below"),
         F("out_w", 24, COUNT16, "output pixels per output row"),
         F("channels", 40, COUNT16, "input channels per pixel (innermost part of K)"),
-        F("kw", 56, WINDOW, "kernel width"),
-        F("stride_h", 60, WINDOW, "vertical convolution stride"),
-        F("stride_w", 64, WINDOW, "horizontal convolution stride"),
-        F("dil_h", 68, WINDOW, "vertical dilation"),
-        F("dil_w", 72, WINDOW, "horizontal dilation"),
-        F("row_pitch", 76, PITCH, "scratchpad bytes between image rows"),
-        F("pixel_pitch", 98, STRIDE16, "scratchpad bytes between pixels of a row"),
+        F("kw", 56, WINDOW8, "kernel width"),
+        F("stride_h", 64, WINDOW8, "vertical convolution stride"),
+        F("stride_w", 72, WINDOW8, "horizontal convolution stride"),
+        F("dil_h", 80, WINDOW, "vertical dilation"),
+        F("dil_w", 84, WINDOW, "horizontal dilation"),
+        F("row_pitch", 88, PITCH, "scratchpad bytes between image rows"),
+        F("pixel_pitch", 110, STRIDE16, "scratchpad bytes between pixels of a row"),
     ), "Sets the matrix engine's dataflow (timing only, never the result) and how MATMUL addresses its input "
        "matrix.", "matrix-config",
         reset=_reset(dataflow=FromConfig("dataflow"), im2col=0, out_w=1, channels=1, kw=1, stride_h=1, stride_w=1,
@@ -253,16 +253,16 @@ VECTOR = [
     ), "Sets the CLAMP bounds.", "vector-config", (_ordered("lo", "hi"),),
         reset=_reset(lo=-(1 << 31), hi=(1 << 31) - 1)),
     InstrSpec("CONFIG_POOL", 0x12, Engine.VECTOR, (
-        F("kh", 22, WINDOW, "window height"),
-        F("kw", 26, WINDOW, "window width"),
-        F("stride_h", 30, WINDOW, "vertical stride"),
-        F("stride_w", 34, WINDOW, "horizontal stride"),
-        F("pad_top", 38, PAD4, "padding rows above"),
-        F("pad_bottom", 42, PAD4, "padding rows below"),
-        F("pad_left", 46, PAD4, "padding columns left"),
-        F("pad_right", 50, PAD4, "padding columns right"),
-        F("count_pad", 54, FLAG, "avg: 1 counts padding cells (as pad_value), 0 skips them"),
-        F("pad_value", 55, INT8, "avg with count_pad 1: the value of a padding cell (the zero point)"),
+        F("kh", 22, WINDOW8, "window height"),
+        F("kw", 30, WINDOW8, "window width"),
+        F("stride_h", 38, WINDOW8, "vertical stride"),
+        F("stride_w", 46, WINDOW8, "horizontal stride"),
+        F("pad_top", 54, PAD8, "padding rows above"),
+        F("pad_bottom", 62, PAD8, "padding rows below"),
+        F("pad_left", 70, PAD8, "padding columns left"),
+        F("pad_right", 78, PAD8, "padding columns right"),
+        F("count_pad", 86, FLAG, "avg: 1 counts padding cells (as pad_value), 0 skips them"),
+        F("pad_value", 87, INT8, "avg with count_pad 1: the value of a padding cell (the zero point)"),
     ), "Sets the POOL window.", "vector-config", (_pads_below_window,),
         reset=_reset(kh=1, kw=1, stride_h=1, stride_w=1, pad_top=0, pad_bottom=0, pad_left=0, pad_right=0,
                      count_pad=0, pad_value=0)),

@@ -129,3 +129,27 @@ def test_a_network_ending_in_relu_runs_whole_on_the_npu(tail):
     quant = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
     report = glowsdk.compile(network, "cpu", quantization=quant).compiled.quantization_report
     assert report.kept["no integer user"][{"Relu": "Max", "Clip": "Min"}[tail]] == 1
+
+
+def _window_net(shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int], pool: str | None = None):
+    """A convolution (or a pool after a 1x1 convolution) with a window or stride past the 4-bit fields of ISA 1."""
+    b = NetBuilder(shape)
+    c = shape[1]
+    if pool:
+        out = b.node(pool, [b.conv("x", c, 8, 1, 0)], kernel_shape=list(kernel), strides=list(stride))
+    else:
+        out = b.node("Conv", ["x", b.weight((8, c, *kernel)), b.weight((8,))], strides=list(stride))
+    return b.network(b.conv(out, 8, 4, 1, 0, relu=False))
+
+
+@pytest.mark.parametrize("shape,kernel,stride,pool", [
+    ((1, 3, 64, 48), (16, 16), (16, 16), None),      # a ViT's 16 x 16 patch embedding
+    ((1, 1, 1, 800), (1, 80), (1, 16), None),        # an audio front end's kernel of 80, stride 16 (as 2-D)
+    ((1, 4, 40, 40), (20, 17), (20, 3), "MaxPool"),
+    ((1, 4, 36, 36), (18, 18), (16, 16), "AveragePool"),
+])
+def test_kernels_and_strides_past_15_bit_exact(shape, kernel, stride, pool):
+    """CONFIG_MATMUL's and CONFIG_POOL's window and stride fields are 8 bits wide (ISA 2.0)."""
+    npu = assert_bit_exact(_window_net(shape, kernel, stride, pool), config="edge")
+    kinds = npu.compiled.function.count_kinds()
+    assert kinds.get(pool or "Conv") == (1 if pool else 2)

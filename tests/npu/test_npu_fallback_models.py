@@ -135,8 +135,8 @@ def _conv1d(kernel: int, stride: int):
 
 
 def test_the_refusal_names_the_device_limit_and_the_model_node():
-    network = _conv1d(80, 16)
-    with pytest.raises(UnsupportedOpsError, match=r"Conv 'stem': .*kernel 80 > 15, stride 16 > 15 on npu"):
+    network = _conv1d(300, 256)
+    with pytest.raises(UnsupportedOpsError, match=r"Conv 'stem': .*kernel 300 > 255, stride 256 > 255 on npu"):
         glowsdk.compile(network, "npu", quantization=_quantization(network), fallback=None)
 
 

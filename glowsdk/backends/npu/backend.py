@@ -90,7 +90,7 @@ class NpuBackend(Backend):
 
     def unsupported_reason(self, node: Node) -> str | None:
         """The limits of the device `node` exceeds (support.LIMITS, CONFIG_LIMITS), named after the model's node:
-        `Conv 'stem': kernel 80 > 15, stride 16 > 15 on npu`."""
+        `Conv 'stem': kernel 300 > 255, stride 256 > 255 on npu`."""
         problems = device_limits(node, self._config())
         if not problems:
             return None

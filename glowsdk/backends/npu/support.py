@@ -33,10 +33,11 @@ from .softmax import MAX_GROUP, fits, trailing_length
 Q8, Q32 = ElemKind.QINT8, ElemKind.QINT32
 MAX_LRN_SIZE = 63
 """LRN windows up to this many channels (one VADD per channel of the window)."""
-MAX_WINDOW = 15
-"""Kernel, stride and dilation fields of CONV and POOL up to 15 (a global pool's image may be larger)."""
-MAX_CONV_PAD, MAX_POOL_PAD = 255, 15
-"""The padding fields of CONFIG_CONV and CONFIG_POOL."""
+MAX_WINDOW, MAX_DILATION = 255, 15
+"""Kernel and stride fields of CONFIG_MATMUL and CONFIG_POOL (8 bits since ISA 2.0), and the dilation fields
+(a global pool's image may be larger: globalpool.py)."""
+MAX_CONV_PAD, MAX_POOL_PAD = 255, 255
+"""The padding fields of CONFIG_PAD and CONFIG_POOL."""
 
 
 # -- the device's limits, whatever the types --------------------------------------------------------
@@ -52,9 +53,9 @@ def _image_2d(node: Node, what: str) -> list[str]:
 
 
 def conv_limits(node: Node) -> list[str]:
-    """CONV's fields: a 2-D image, kernel, stride and dilation 1..15, padding 0..255."""
+    """CONV's fields: a 2-D image, kernel and stride 1..255, dilation 1..15, padding 0..255."""
     return [*_image_2d(node, "convolves"), *_outside("kernel", node.kernel, 1, MAX_WINDOW),
-            *_outside("stride", node.strides, 1, MAX_WINDOW), *_outside("dilation", node.dilations, 1, MAX_WINDOW),
+            *_outside("stride", node.strides, 1, MAX_WINDOW), *_outside("dilation", node.dilations, 1, MAX_DILATION),
             *_outside("pad", node.pads, 0, MAX_CONV_PAD)]
 
 
@@ -66,7 +67,7 @@ def whole_image_window(node: Node) -> bool:
 
 
 def pool_limits(node: Node) -> list[str]:
-    """POOL's fields: a 2-D image, kernel and stride 1..15, no dilation, padding 0..15; an AveragePool's
+    """POOL's fields: a 2-D image, kernel and stride 1..255, no dilation, padding 0..255; an AveragePool's
     ceil_mode windows must end inside the padding. A window over the whole image has no limit."""
     if whole_image_window(node):
         return []
