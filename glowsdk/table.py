@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-_NUMBER = re.compile(r"^[-+]?[\d,]*\.?\d+(e[-+]?\d+)?\s?(%|x|[kMG]i?B?|B)?$|^-$|^$")
+_NUMBER = re.compile(r"^[-+]?[\d,]*\.?\d+(e[-+]?\d+)?\s?(%|x|[kKMG]i?B?|B)?$|^-$|^$")
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence], legend: str | None = None) -> str:

@@ -134,12 +134,27 @@ def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.nd
         raise SimInputError(str(err)) from None
     result = simulate(binary.instructions, config, dram=image, layers=binary.debug, workloads=workloads,
                       checked=checked, ideal_dram=ideal_dram, progress=progress)
+    result.origins = origins_from_metadata(binary.metadata)
     outputs = {}
     for name, index in binary.bindings.outputs.items():
         tensor = binary.tensors[index]
         outputs[name] = dequantize(result.memories.read_dram(tensor.dram_address,
                                                              tensor.elements * tensor.itemsize), tensor)
     return BinaryRun(result, outputs, generated)
+
+
+ORIGINS_KEY = "origins"
+"""Metadata key: layer name -> [ONNX node name, op type], so reports name layers as the user's model does."""
+
+
+def origins_from_metadata(metadata: dict) -> dict[str, tuple[str, str]]:
+    """The metadata's origins (layer name -> [ONNX node name, op type]); names only label reports,
+    so an entry of another form is left out rather than refused."""
+    origins = metadata.get(ORIGINS_KEY)
+    if not isinstance(origins, dict):
+        return {}
+    return {layer: (entry[0], entry[1]) for layer, entry in origins.items()
+            if isinstance(entry, list) and len(entry) == 2 and all(isinstance(e, str) for e in entry)}
 
 
 def load_binary(path: str, config: str | None) -> tuple[NpuBinary, ArchConfig]:

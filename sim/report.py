@@ -7,33 +7,47 @@ import json
 from dataclasses import asdict, fields
 from typing import Callable
 
+from glowsdk.table import format_bytes, format_count, format_table
 from isa.config import config_hash, format_size
 
 from .machine import STALLS
 from .results import LayerRow, SimResult
 
 
-def _bytes(n: float) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
+LAYER_LEGEND = (
+    "ONNX node: the model node the layer implements ('-' for one the compiler added, such as the copy to an "
+    "output); layer, kind: the binary's debug range; util: MACs / (cycles x the array's MAC/cycle); "
+    "ops/B: 2 x MACs per DRAM byte; bound: what limits the layer on the roofline (compute, memory; free: not "
+    "counted); bound (cycles): max(MACs / peak, bytes / DRAM B per cycle); cycles / bound: the run against it")
+UNIT_LEGEND = ("each unit's cycles: busy + stalled + idle = the run's cycles; the stall columns split 'stalled' "
+               "by cause (semaphore: waiting for another engine; queue_empty/full: the dispatcher; dram_*: memory)")
 
 
-def _count(n: float) -> str:
-    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n:.0f}"
+def onnx_name(result: SimResult, layer: str) -> tuple[str, str]:
+    """The (ONNX node name, op type) a layer implements, ('-', '') where the binary does not say."""
+    return result.origins.get(layer, ("-", ""))
 
 
-def _layer_line(row: LayerRow, width: int) -> str:
-    intensity = f"{row.intensity:8.1f}" if row.intensity is not None else f"{'-':>8}"
-    bound = f"{row.roofline_cycles:>11,.0f}" if row.roofline_cycles is not None else f"{'-':>11}"
-    ratio = f"{row.ratio:>7.3f}x" if row.ratio is not None else f"{'-':>8}"
-    return (f"{row.name[:width]:<{width}} {row.kind[:10]:<10} {row.cycles:>11,} {_count(row.macs):>9} "
-            f"{row.utilisation:>6.1%} {_bytes(row.dram_read):>10} {_bytes(row.dram_written):>10} {intensity} "
-            f"{row.bound:>8} {bound} {ratio}")
+def layer_table(result: SimResult) -> str:
+    """The per-layer roofline table, named after the model's nodes, with the whole run as its last row."""
+    rows = []
+    for row in [*result.layer_rows(), result.total_row()]:
+        node, op = onnx_name(result, row.name) if row.name != "(total)" else ("(total)", "")
+        rows.append([node, op, row.name if row.name != "(total)" else "", row.kind, f"{row.cycles:,}",
+                     format_count(row.macs), f"{row.utilisation:.1%}", format_bytes(row.dram_read),
+                     format_bytes(row.dram_written), "-" if row.intensity is None else f"{row.intensity:.1f}",
+                     row.bound, "-" if row.roofline_cycles is None else f"{row.roofline_cycles:,.0f}",
+                     "-" if row.ratio is None else f"{row.ratio:.3f}x"])
+    return format_table(["ONNX node", "op", "layer", "kind", "cycles", "MACs", "util", "DRAM read", "DRAM written",
+                         "ops/B", "bound", "bound (cycles)", "cycles / bound"], rows, LAYER_LEGEND)
+
+
+def unit_table(result: SimResult) -> str:
+    """Busy, stalled (by cause) and idle cycles of every unit."""
+    rows = [[r.unit, f"{r.instructions:,}", f"{r.busy:,}", f"{r.stalled:,}", f"{r.idle:,}",
+             *(f"{r.stalls[reason]:,}" for reason in STALLS)] for r in result.unit_rows()]
+    return format_table(["unit", "instructions", "busy (cycles)", "stalled (cycles)", "idle (cycles)", *STALLS],
+                        rows, UNIT_LEGEND)
 
 
 def _bound_line(result: SimResult, total: LayerRow) -> str:
@@ -57,44 +71,39 @@ def format_text(result: SimResult) -> str:
         f"NPU simulation: {len(result.steps):,} instructions on architecture '{cfg.name}' "
         f"(config {config_hash(cfg)[:16]}){' [' + mode + ']' if mode else ''}",
         f"  cycles        {result.cycles:,} ({result.seconds * 1e3:.4g} ms at {cfg.clock_ghz:g} GHz)",
-        f"  MACs          {_count(total.macs)}: {total.utilisation:.1%} of the array's "
+        f"  MACs          {format_count(total.macs)}: {total.utilisation:.1%} of the array's "
         f"{cfg.macs_per_cycle:,} MAC/cycle",
         _bound_line(result, total),
-        f"  DRAM          read {_bytes(total.dram_read)}, written {_bytes(total.dram_written)}: "
+        f"  DRAM          read {format_bytes(total.dram_read)}, written {format_bytes(total.dram_written)}: "
         f"{s['dram']['bytes_per_cycle']:.2f} of {cfg.dram_bytes_per_cycle} B/cycle "
         f"({s['dram']['bytes_per_cycle'] / cfg.dram_bytes_per_cycle:.1%})" if moved else "  DRAM          no traffic",
     ]
     for memory, usage in result.timeline.usage.items():
-        lines.append(f"  peak {memory:<8} {_bytes(usage.peak_bytes)} live of {format_size(usage.capacity_bytes)} "
-                     f"({usage.peak_bytes / usage.capacity_bytes:.1%}) at cycle {usage.peak_cycle:,}")
+        lines.append(f"  peak {memory:<8} {format_bytes(usage.peak_bytes)} live of "
+                     f"{format_size(usage.capacity_bytes)} ({usage.peak_bytes / usage.capacity_bytes:.1%}) at cycle {usage.peak_cycle:,}")
     lines.append(f"  simulator     {result.wall_seconds:.2f} s, {s['simulator']['instructions_per_second']:,.0f} "
                  f"instructions/s")
-    lines += ["", f"{'unit':<11}{'instrs':>8}{'busy':>12}{'stalled':>12}{'idle':>12}  "
-              + "".join(f"{reason:>15}" for reason in STALLS)]
-    for row in result.unit_rows():
-        lines.append(f"{row.unit:<11}{row.instructions:>8,}{row.busy:>12,}{row.stalled:>12,}{row.idle:>12,}  "
-                     + "".join(f"{row.stalls[reason]:>15,}" for reason in STALLS))
-    rows = result.layer_rows()
-    width = max([len("(total)"), *(len(r.name) for r in rows)])
-    width = min(width, 40)
-    lines += ["", f"{'layer':<{width}} {'kind':<10} {'cycles':>11} {'MACs':>9} {'util':>6} {'DRAM read':>10} "
-              f"{'written':>10} {'ops/B':>8} {'bound':>8} {'bound cyc':>11} {'ratio':>8}"]
-    lines += [_layer_line(row, width) for row in rows]
-    lines.append(_layer_line(total, width))
+    lines += ["", unit_table(result), "", layer_table(result)]
     return "\n".join(lines)
 
 
 def format_json(result: SimResult) -> str:
-    return json.dumps(result.summary(), indent=1)
+    """Everything; each layer also names its ONNX node and op type (null where the binary does not say)."""
+    summary = result.summary()
+    for layer in summary["layers"]:
+        node, op = result.origins.get(layer["name"], (None, None))
+        layer["onnx_node"], layer["onnx_op"] = node, op
+    return json.dumps(summary, indent=1)
 
 
 def format_csv(result: SimResult) -> str:
     """One row per layer, then the whole program as '(total)'."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([f.name for f in fields(LayerRow)])
+    writer.writerow(["onnx_node", "onnx_op", *(f.name for f in fields(LayerRow))])
     for row in [*result.layer_rows(), result.total_row()]:
-        writer.writerow(["" if v is None else v for v in asdict(row).values()])
+        node, op = result.origins.get(row.name, ("", ""))
+        writer.writerow([node, op, *("" if v is None else v for v in asdict(row).values())])
     return out.getvalue()
 
 

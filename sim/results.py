@@ -75,6 +75,8 @@ class SimResult:
         self.config, self.steps, self.timeline, self.memories = config, steps, timeline, memories
         self.workloads = workloads
         self.layers, self.checked, self.ideal_dram, self.wall_seconds = layers, checked, ideal_dram, wall_seconds
+        self.origins: dict[str, tuple[str, str]] = {}
+        """Layer name -> (ONNX node name, op type) of the model node it implements, where the binary says."""
         self.macs = np.array([s.macs for s in steps], np.int64)
         self.works = np.array([s.engine is not Engine.CONTROL and not s.instr.spec.family.endswith("-config")
                                for s in steps], np.bool_)

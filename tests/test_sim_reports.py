@@ -108,7 +108,7 @@ def test_text_json_and_csv_reports(result):
     text = format_text(result)
     assert "the run takes" in text and "bound" in text
     assert "cycles        " in text and "peak spad" in text and "dram_latency" in text
-    assert re.search(r"^conv +Conv +[\d,]+ +4\.42 M", text, re.M)
+    assert re.search(r"^- +conv +Conv +[\d,]+ +4\.42 M", text, re.M)  # '-': a hand-written program has no ONNX nodes
     data = json.loads(format_json(result))
     assert data["cycles"] == result.cycles and [r["name"] for r in data["layers"]] == ["conv", "conv.requant"]
     assert {u["unit"] for u in data["units"]} == {"dispatcher", "load DMA", "store DMA", "matrix", "vector"}
@@ -177,7 +177,7 @@ def test_glowsdk_simulate(tmp_path, capsys):
     assert json.loads(trace.read_text())["traceEvents"]
     assert cli_main(["simulate", str(path), "--report", "csv"]) == 0
     out = capsys.readouterr()
-    assert out.out.startswith("name,kind,first,stop,cycles") and "input x: random, seed 0" in out.err
+    assert out.out.startswith("onnx_node,onnx_op,name,kind,first,stop,cycles") and "input x: random, seed 0" in out.err
     assert cli_main(["simulate", str(path)]) == 0
     assert "NPU simulation: 14 instructions on architecture 'default'" in capsys.readouterr().out
 

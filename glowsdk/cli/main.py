@@ -87,7 +87,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         check_writable_folder(args.dump_dir, "--dump-dir")
     if args.bundle:
         check_writable_folder(args.bundle, "--bundle")
-    for flag, path in (("--dump-llvm", args.dump_llvm), ("--dump-asm", args.dump_asm), ("-o", args.o)):
+    report_page = _report_page(args)
+    for flag, path in (("--dump-llvm", args.dump_llvm), ("--dump-asm", args.dump_asm), ("-o", args.o),
+                       ("--report-file", report_page)):
         if path:
             check_writable_file(path, flag)
     if args.config:
@@ -156,8 +158,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(program.plan.report.line())
     if isinstance(compiled, PartitionedFunction):
         print(partition_report.format_partitions(compiled))
-    if args.report:
+    if args.report == "text":
         print(npu.compile_report(compiled, args.target))
+    elif args.report == "html":
+        write_text(report_page, npu.compile_report_html(compiled, args.target, f"{network.source} on "
+                                                        f"{args.target}: compile report"), "--report-file")
+        print(f"wrote {report_page}")
     if getattr(compiled, "from_cache", False):
         print("machine code loaded from the compile cache (--no-cache compiles afresh)")
     if args.o:
@@ -168,6 +174,23 @@ def cmd_compile(args: argparse.Namespace) -> int:
         for path in write_bundle(compiled, args.bundle, network.source):
             print(f"wrote {path}")
     return 0
+
+
+def _report_page(args: argparse.Namespace) -> str | None:
+    """Where `compile --report html` writes its page (--report-file, else -o's name with .html); the
+    plotting library is checked for here, before the model is compiled."""
+    if args.report != "html":
+        if args.report_file:
+            raise GlowError("--report-file is the page of --report html")
+        return None
+    from sim.html_report import require_plotting
+
+    require_plotting()
+    if args.report_file:
+        return args.report_file
+    if args.o:
+        return os.path.splitext(args.o)[0] + ".html"
+    raise GlowError("--report html writes a page: give its file with --report-file FILE (or -o)")
 
 
 def _pass_names(flag: str, text: str | None, registry: dict) -> set[str]:
@@ -422,8 +445,11 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--print-pipeline", action="store_true", help="print the pass pipelines and exit")
     comp.add_argument("-o", metavar="FILE", help="write the compiled artifact to FILE (npu target: the .npub binary)")
     comp.add_argument("--config", metavar="PRESET|FILE", help="npu target: the architecture (default: default)")
-    comp.add_argument("--report", action="store_true",
-                      help="npu target: per-layer tiling decisions next to a simulation's numbers and the roofline")
+    comp.add_argument("--report", nargs="?", const="text", choices=["text", "html"],
+                      help="npu target: per-layer tiling decisions next to a simulation's numbers and the roofline; "
+                           "html: a page with the roofline plot (--report-file, default -o's name with .html; "
+                           "pip install 'glowsdk[report]')")
+    comp.add_argument("--report-file", metavar="FILE", help="where --report html writes its page")
     comp.add_argument("--bundle", metavar="DIR",
                       help="cpu target: write an AOT bundle (bundle.o, bundle.weights, bundle.h) into DIR")
     options.add_fallback_args(comp)

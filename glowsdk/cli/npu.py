@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..errors import GlowError
-from ..files import check_writable_file, check_writable_folder, write_arrays
+from ..files import check_writable_file, check_writable_folder, write_arrays, write_text
 from ..progress import Progress, progress
 from . import options
 
@@ -40,6 +40,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         check_writable_folder(args.output, "--output")
     if args.trace:
         check_writable_file(args.trace, "--trace")
+    if args.o:
+        check_writable_file(args.o, "-o")
+    if args.report == "html":
+        from sim.html_report import require_plotting
+
+        if not args.o:
+            raise GlowError("--report html writes a page: give its file with -o FILE")
+        require_plotting()
     if is_package(args.file):
         return simulate_package(args)
     with Progress("reading", None, "file") as bar:
@@ -60,7 +68,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.output:
         write_arrays(args.output, run.outputs, "--output")
         print(f"wrote {len(run.outputs)} output(s) to {args.output}", file=sys.stderr)
-    print(REPORTS[args.report](run.result), end="" if args.report == "csv" else "\n")
+    if args.report == "html":
+        from sim.html_report import format_html, relative_link
+
+        trace = relative_link(args.trace, args.o) if args.trace else None
+        write_text(args.o, format_html(run.result, f"{args.file}: NPU simulation", trace), "-o")
+        print(f"wrote {args.o}")
+        return 0
+    text = REPORTS[args.report](run.result) + ("" if args.report == "csv" else "\n")
+    if args.o:
+        write_text(args.o, text, "-o")
+        print(f"wrote {args.o}")
+    else:
+        print(text, end="")
     return 0
 
 
@@ -80,8 +100,10 @@ def simulate_package(args: argparse.Namespace) -> int:
     from ..compiler.pipeline import compile_host_part
     from ..table import format_table
 
-    if args.report == "csv":
+    if args.report in ("csv", "html"):
         raise GlowError(f"{args.file}: a partitioned model has no single layer table: use --report text or json")
+    if args.o:
+        raise GlowError(f"-o: the report of a partitioned model ({args.file}) is printed; redirect it instead")
     package = read_package(args.file)
     if args.trace and sum(p.device != "host" for p in package.parts) > 1:
         raise GlowError(f"--trace: {args.file} has several NPU partitions; one trace per partition is not "
@@ -142,6 +164,25 @@ def simulate_package(args: argparse.Namespace) -> int:
     return 0
 
 
+def compile_report_html(compiled, target: str, title: str) -> str:
+    """`compile --report html`: the page of one simulation, with the compiler's tiling decisions."""
+    from sim.html_report import decisions_html, format_html
+
+    from ..backends.npu.backend import NpuFunction
+    from ..backends.npu.report import report_rows
+
+    if not isinstance(compiled, NpuFunction):
+        raise GlowError(f"--report html: target {target} did not compile the whole model to one NPU binary "
+                        f"(a partitioned model: use --report text)")
+    result = simulated(compiled)
+    rows = [[*result.origins.get(r.layer, ("-", "")), r.layer, r.kind, f"{r.sram_bytes:,}",
+             "-" if r.expected_cycles is None else f"{r.expected_cycles:,.0f}", r.decision]
+            for r in report_rows(compiled, result)]
+    table = decisions_html(["ONNX node", "op", "layer", "kind", "SRAM (B)", "expected (cycles)", "decision"],
+                           rows, [False] * 4 + [True] * 2 + [False])
+    return format_html(result, title, sections=[("Tiling decisions", table)])
+
+
 def compile_report(compiled, target: str) -> str:
     """`compile --report`: the NPU binary simulated once on seeded random inputs, layer by layer."""
     from ..backends.npu.backend import NpuFunction
@@ -185,8 +226,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     simu.add_argument("--output", metavar="DIR", help="write one NAME.npy per output (dequantized) into DIR")
     simu.add_argument("--config", metavar="PRESET|FILE",
                       help="the machine (default: the preset the binary was built for); must match the binary")
-    simu.add_argument("--report", choices=["text", "json", "csv"], default="text",
-                      help="summary, units and layers (text), everything (json) or the layer table (csv)")
+    simu.add_argument("--report", choices=["text", "json", "csv", "html"], default="text",
+                      help="summary, units and layers (text), everything (json), the layer table (csv), or a "
+                           "page with the roofline plot, engine utilisation and the layers (html, needs -o; "
+                           "pip install 'glowsdk[report]')")
+    simu.add_argument("-o", metavar="FILE", help="write the report to FILE instead of stdout")
     simu.add_argument("--trace", metavar="FILE", help="write a Chrome-trace JSON (opens in Perfetto)")
     simu.add_argument("--checked", action="store_true", help="also detect races between engines")
     simu.add_argument("--ideal-dram", action="store_true",

@@ -10,7 +10,7 @@ from ..progress import progress
 from ..table import format_bytes, format_count, format_table
 from . import options
 
-LEGEND = ("layer: the ONNX node (its name, or the importer's n<index> for an unnamed node); MACs: multiply-adds "
+LEGEND = ("layer: the ONNX node (its name, or its first output's when it has none); MACs: multiply-adds "
           "of its convolutions and matrix products; output: the activation it writes")
 
 

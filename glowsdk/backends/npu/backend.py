@@ -14,7 +14,7 @@ import numpy as np
 
 from isa.config import PRESETS, ArchConfig, resolve_config
 from isa.container import write_npub
-from sim.binding import run_binary
+from sim.binding import ORIGINS_KEY, run_binary
 
 from ...errors import UnsupportedError, UnsupportedOpsError
 from ...graph.function import Function
@@ -23,7 +23,7 @@ from ...graph.types import ElemKind
 from ...reference.evaluator import check_inputs, declared_inputs
 from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from .binary import build_binary
-from .layers import LayerBuilder
+from .layers import Layer, LayerBuilder
 from .support import KEPT_UNLOWERED, device_limits, quantized_form_ok
 
 OPTIONS = {
@@ -34,6 +34,20 @@ OPTIONS = {
 
 Q8, Q32, F32 = ElemKind.QINT8, ElemKind.QINT32, ElemKind.FLOAT32
 _INT8 = frozenset({Q8})
+
+
+def layer_origins(function: Function, layers: list[Layer]) -> dict[str, list[str]]:
+    """The model node each layer comes from: its graph node's origin, or for a layer split from one node
+    (a grouped convolution's `NAME/groups0-7`) that node's."""
+    by_name = {node.name: node.origin for node in function.nodes if node.origin is not None}
+    origins = {}
+    for layer in layers:
+        name = layer.name
+        while name not in by_name and "/" in name:
+            name = name.rpartition("/")[0]
+        if name in by_name:
+            origins[layer.name] = list(by_name[name])
+    return origins
 
 
 class NpuFunction(CompiledFunction):
@@ -48,7 +62,8 @@ class NpuFunction(CompiledFunction):
         builder = LayerBuilder(function, config)
         self.layers = builder.build()
         self.binary = build_binary(builder, self.layers, config,
-                                   {"model": name, "compiler": "glowsdk npu backend", "config": config.name})
+                                   {"model": name, "compiler": "glowsdk npu backend", "config": config.name,
+                                    ORIGINS_KEY: layer_origins(function, self.layers)})
         self.pass_through = {n.output.node.name: n.input.node.name for n in function.nodes
                              if n.kind == "Save" and isinstance(n.input.node, Placeholder)}
         """Output -> the input it is (an identity): the host copies it, exact, and the binary has no part in it."""

@@ -14,6 +14,8 @@ from typing import Any
 
 from sim.results import SimResult
 
+from ...table import format_table
+
 from .backend import NpuFunction
 from .gemm import AddTensor, Clamp8, GemmLayer, Lut8, Rescale8
 
@@ -62,20 +64,24 @@ def report_rows(compiled: NpuFunction, result: SimResult) -> list[ReportRow]:
     return rows
 
 
-def format_report(compiled: NpuFunction, result: SimResult) -> str:
-    rows = report_rows(compiled, result)
-    total = result.total_row()
-    width = max(len(r.layer) for r in rows)
+LEGEND = ("ONNX node: the model node the layer implements; sim cycles: the simulated run (seeded random inputs); "
+          "bound: the layer's roofline bound; expected: the tiler's cost model; util: MACs / (cycles x the "
+          "array's MAC/cycle); SRAM: the scratchpad its tiles take; decision: the tiling chosen")
 
+
+def format_report(compiled: NpuFunction, result: SimResult) -> str:
+    """Each layer's tiling decision next to the simulated numbers, named after the model's nodes."""
     def num(value: float | None) -> str:
         return "-" if value is None else f"{value:,.0f}"
 
-    lines = [f"{'layer':{width}}  {'kind':11} {'sim cycles':>11} {'bound':>10} {'expected':>10} "
-             f"{'DRAM bytes':>12} {'expected B':>12} {'util':>6} {'SRAM B':>9}  decision"]
-    for r in rows:
-        lines.append(f"{r.layer:{width}}  {r.kind:11} {r.cycles:>11,} {num(r.bound_cycles):>10} "
-                     f"{num(r.expected_cycles):>10} {r.dram_bytes:>12,} {num(r.expected_bytes):>12} "
-                     f"{r.utilisation:>6.1%} {r.sram_bytes:>9,}  {r.decision}")
-    lines.append(f"total: {result.cycles:,} simulated cycles, roofline bound {total.roofline_cycles:,.0f} "
-                 f"({total.ratio:.3f}x), array utilisation {total.utilisation:.1%} on '{compiled.config.name}'")
-    return "\n".join(lines)
+    rows = []
+    for r in report_rows(compiled, result):
+        node, op = result.origins.get(r.layer, ("-", ""))
+        rows.append([node, op, r.layer, r.kind, f"{r.cycles:,}", num(r.bound_cycles), num(r.expected_cycles),
+                     f"{r.dram_bytes:,}", num(r.expected_bytes), f"{r.utilisation:.1%}", f"{r.sram_bytes:,}",
+                     r.decision])
+    total = result.total_row()
+    table = format_table(["ONNX node", "op", "layer", "kind", "sim cycles", "bound (cycles)", "expected (cycles)",
+                          "DRAM (B)", "expected DRAM (B)", "util", "SRAM (B)", "decision"], rows, LEGEND)
+    return (f"{table}\ntotal: {result.cycles:,} simulated cycles, roofline bound {total.roofline_cycles:,.0f} "
+            f"({total.ratio:.3f}x), array utilisation {total.utilisation:.1%} on '{compiled.config.name}'")

@@ -82,10 +82,12 @@ def erase_with_dead_producers(function: Function, node: Node) -> None:
 
 
 def emit(node: Node, kind: type[Node], *inputs: NodeValue | None, **attrs: Any) -> NodeValue:
-    """A new single-result node named after `node` (the one it replaces), placed at the insertion
-    point (just before the node the rule fired on)."""
+    """A new single-result node named after `node` (the one it replaces) and coming from the same model
+    node (a BatchNorm folded into a Conv leaves the Conv's ONNX node), placed at the insertion point
+    (just before the node the rule fired on)."""
     assert node.function is not None
-    return node.function.add(kind, *inputs, name=node.name, **attrs)
+    with node.function.from_origin(node.origin):
+        return node.function.add(kind, *inputs, name=node.name, **attrs)
 
 
 def emit_constant(node: Node, array: np.ndarray, hint: str) -> NodeValue:
