@@ -456,11 +456,11 @@ def _global_average_pool(q: Quantizer, node: Node) -> NodeValue | None:
 
 @RULES.register(reduce.ReduceMean)
 def _spatial_mean(q: Quantizer, node: Node) -> NodeValue | None:
-    """A ReduceMean over the spatial dims of an NCHW image is global average pooling (torchvision's MNASNet and
-    ShuffleNetV2 write `x.mean([2, 3])`): the AveragePool of the whole image, then a Reshape without keepdims.
+    """A ReduceMean over the spatial dims of an NCHW (or NCL) image is global average pooling (torchvision's MNASNet
+    and ShuffleNetV2 write `x.mean([2, 3])`): the AveragePool of the whole image, then a Reshape without keepdims.
     The float kind reaches the quantizer only on a backend that keeps this form unlowered."""
-    shape = node.input.type.shape
-    if len(shape) != 4 or tuple(node.axes) != (2, 3):
+    rank = node.input.type.rank
+    if rank not in (3, 4) or tuple(node.axes) != tuple(range(2, rank)):
         return None
     pooled = _global_average_pool(q, node)
     if pooled is None or node.keepdims:

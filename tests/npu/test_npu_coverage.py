@@ -153,3 +153,16 @@ def test_kernels_and_strides_past_15_bit_exact(shape, kernel, stride, pool):
     npu = assert_bit_exact(_window_net(shape, kernel, stride, pool), config="edge")
     kinds = npu.compiled.function.count_kinds()
     assert kinds.get(pool or "Conv") == (1 if pool else 2)
+
+
+def test_a_1d_audio_front_end_runs_as_images_of_one_row():
+    """Conv1d kernel 80 stride 16, ReLU, MaxPool1d, Conv1d, mean over time, Gemm (an M5-style audio net): the
+    1-D windows become 1 x k windows over N x C x 1 x L images (one_row.py), the mean a whole-row pool."""
+    b = NetBuilder((1, 1, 1600))
+    x = b.node("Relu", [b.node("Conv", ["x", b.weight((8, 1, 80)), b.weight((8,))], strides=[16])])
+    x = b.node("MaxPool", [x], kernel_shape=[4], strides=[4])
+    x = b.node("Relu", [b.node("Conv", [x, b.weight((12, 8, 3)), b.weight((12,))], pads=[1, 1])])
+    mean = b.node("ReduceMean", [x], axes=[2], keepdims=0)
+    npu = assert_bit_exact(b.network(b.node("Gemm", [mean, b.weight((5, 12)), b.weight((5,))], transB=1)))
+    windows = [n for n in npu.compiled.function.nodes if n.kind in ("Conv", "MaxPool", "AveragePool")]
+    assert len(windows) == 4 and all(len(n.kernel) == 2 and n.kernel[0] == 1 for n in windows)

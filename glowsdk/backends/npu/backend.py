@@ -24,6 +24,7 @@ from ...reference.evaluator import check_inputs, declared_inputs
 from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from .binary import build_binary
 from .layers import Layer, LayerBuilder
+from .one_row import windows_as_rows
 from .support import KEPT_UNLOWERED, device_limits, quantized_form_ok
 
 OPTIONS = {
@@ -115,6 +116,10 @@ class NpuBackend(Backend):
     def _config(self) -> ArchConfig:
         """The architecture configuration of the compile under way (the `config` option)."""
         return resolve_config(self.compile_options.extra.get("config", "default"))
+
+    def transform_post_lowering(self, function: Function) -> bool:
+        """1-D convolutions and pools become 2-D ones over images of one row (one_row.py)."""
+        return windows_as_rows(function)
 
     def should_lower(self, node: Node) -> bool:
         return not (node.kind in KEPT_UNLOWERED and KEPT_UNLOWERED[node.kind](node))

@@ -48,8 +48,9 @@ def _outside(what: str, values, low: int, high: int) -> list[str]:
 
 
 def _image_2d(node: Node, what: str) -> list[str]:
+    """A 2-D image, or a 1-D one (the backend's transform makes it an image of one row: one_row.py)."""
     spatial = len(node.kernel)
-    return [] if spatial == 2 else [f"{spatial}-D (the NPU {what} 2-D images only)"]
+    return [] if spatial in (1, 2) else [f"{spatial}-D (the NPU {what} 1-D and 2-D images only)"]
 
 
 def conv_limits(node: Node) -> list[str]:
@@ -62,8 +63,8 @@ def conv_limits(node: Node) -> list[str]:
 def whole_image_window(node: Node) -> bool:
     """A 2-D pool whose one window is the whole unpadded image (global pooling: globalpool.py, any size)."""
     shape = node.input.type.shape
-    return (len(shape) == 4 and tuple(node.kernel) == tuple(shape[2:]) and not any(node.pads)
-            and tuple(node.type.shape[2:]) == (1, 1) and all(d == 1 for d in node.dilations))
+    return (len(shape) in (3, 4) and tuple(node.kernel) == tuple(shape[2:]) and not any(node.pads)
+            and all(d == 1 for d in node.type.shape[2:]) and all(d == 1 for d in node.dilations))
 
 
 def pool_limits(node: Node) -> list[str]:
@@ -93,9 +94,9 @@ def softmax_limits(node: Node) -> list[str]:
 
 
 def global_pool_limits(node: Node) -> list[str]:
-    """A 2-D GlobalAveragePool, of any size (the quantizer makes it an AveragePool of the whole image)."""
+    """A 1-D or 2-D GlobalAveragePool, of any size (the quantizer makes it an AveragePool of the whole image)."""
     shape = node.input.type.shape
-    return [] if len(shape) == 4 else [f"{len(shape) - 2}-D (the NPU pools 2-D images only)"]
+    return [] if len(shape) in (3, 4) else [f"{len(shape) - 2}-D (the NPU pools 1-D and 2-D images only)"]
 
 
 def lrn_limits(node: Node) -> list[str]:
@@ -268,8 +269,10 @@ def global_pool_form(node: Node) -> bool:
 
 
 def spatial_mean_form(node: Node) -> bool:
-    """A ReduceMean over H and W of an NCHW image: global average pooling (the quantizer's ReduceMean rule)."""
-    return len(node.input.type.shape) == 4 and tuple(node.axes) == (2, 3)
+    """A ReduceMean over H and W of an NCHW image, or over L of an NCL one: global average pooling (the quantizer's
+    ReduceMean rule)."""
+    spatial = tuple(range(2, len(node.input.type.shape)))
+    return spatial in ((2,), (2, 3)) and tuple(node.axes) == spatial
 
 
 def lrn_form(node: Node) -> bool:
