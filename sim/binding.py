@@ -135,6 +135,7 @@ def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.nd
     result = simulate(binary.instructions, config, dram=image, layers=binary.debug, workloads=workloads,
                       checked=checked, ideal_dram=ideal_dram, progress=progress)
     result.origins = origins_from_metadata(binary.metadata)
+    result.weights = binary.plan.constants
     outputs = {}
     for name, index in binary.bindings.outputs.items():
         tensor = binary.tensors[index]

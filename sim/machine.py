@@ -37,6 +37,7 @@ STALLS = ("semaphore", "queue_empty", "queue_full", "dram_bandwidth", "dram_late
 """Why a unit was not busy: waiting on a semaphore, on the dispatcher (its queue empty), on a full queue
 (the dispatcher), on DRAM bandwidth (other traffic on the bus or in the request slots) or on DRAM
 latency (its own requests in flight)."""
+_STALL_COLUMN = {reason: column for column, reason in enumerate(STALLS)}
 
 
 @dataclass
@@ -58,6 +59,8 @@ class Timeline:
     units: dict[Engine, UnitStats]
     dram_groups: list[tuple[int, int, int, bool]]
     usage: dict[str, Usage]
+    waits: np.ndarray
+    """Per instruction, cycles stalled before it by reason: columns in `STALLS` order (see `sim.stalls`)."""
 
 
 class Machine:
@@ -80,6 +83,7 @@ class Machine:
         self.units = {unit: UnitStats() for unit in (*ENGINES, Engine.CONTROL)}
         self.start = np.full(len(steps), -1, np.int64)
         self.end = np.full(len(steps), -1, np.int64)
+        self.waits = np.zeros((len(steps), len(STALLS)), np.int64)
         self.waiting: dict[Engine, tuple[str, Step] | None] = dict.fromkeys(self.units)
         self.pending: dict[Engine, list[Write]] = {engine: [] for engine in ENGINES}
         """The writes of each engine's instruction in flight, committed when it completes."""
@@ -99,7 +103,13 @@ class Machine:
         if self.completed < len(self.steps):
             raise self._deadlock()
         cycles = int(self.end.max()) if len(self.steps) else 0
-        return Timeline(cycles, self.start, self.end, self.units, self.dram.groups, self.occupancy.finish())
+        return Timeline(cycles, self.start, self.end, self.units, self.dram.groups, self.occupancy.finish(),
+                        self.waits)
+
+    def _stalled(self, unit: Engine, step: Step, reason: str, cycles: int) -> None:
+        """Book `cycles` of `unit` stalled for `reason` to the unit and to the instruction it held up."""
+        self.units[unit].stalls[reason] += cycles
+        self.waits[step.index, _STALL_COLUMN[reason]] += cycles
 
     def _fault(self, step: Step, what: str) -> Fault:
         return Fault.at(what, step.index, step.mnemonic, step.layer, int(self.env.now))
@@ -114,7 +124,7 @@ class Machine:
             self.waiting[unit] = ("semaphore", step)
             began = self.env.now
             yield event
-            self.units[unit].stalls["semaphore"] += self.env.now - began
+            self._stalled(unit, step, "semaphore", self.env.now - began)
             self.waiting[unit] = None
         if self.races:
             self.races.enter(step, int(self.env.now), self.dispatch_clocks.pop(step.index, None))
@@ -143,7 +153,7 @@ class Machine:
                 self.waiting[Engine.CONTROL] = ("queue_full", step)
                 began = env.now
                 yield queue.space()
-                stats.stalls["queue_full"] += env.now - began
+                self._stalled(Engine.CONTROL, step, "queue_full", env.now - began)
                 self.waiting[Engine.CONTROL] = None
             if self.races:
                 self.dispatch_clocks[step.index] = self.races.clocks[Engine.CONTROL]
@@ -159,7 +169,7 @@ class Machine:
                 self.waiting[engine] = ("dispatch", step)
                 began = env.now
                 yield queue.arrival()
-                stats.stalls["queue_empty"] += env.now - began
+                self._stalled(engine, step, "queue_empty", env.now - began)
                 self.waiting[engine] = None
             yield from self._acquire(engine, step)
             queue.pop()
@@ -228,8 +238,8 @@ class Machine:
         busy = min(max(cost.data_cycles, pad_cycles), took)
         shared = max(0, took - max(cost.unshared_cycles, pad_cycles))
         stats.busy += busy
-        stats.stalls["dram_bandwidth"] += shared
-        stats.stalls["dram_latency"] += took - busy - shared
+        self._stalled(step.engine, step, "dram_bandwidth", shared)
+        self._stalled(step.engine, step, "dram_latency", took - busy - shared)
 
     def _deadlock(self) -> DeadlockError:
         now = int(self.env.now)

@@ -10,6 +10,7 @@ from typing import Callable
 from glowsdk.table import format_bytes, format_count, format_table
 from isa.config import config_hash, format_size
 
+from .architect import format_architect
 from .machine import STALLS
 from .results import LayerRow, SimResult
 
@@ -84,6 +85,7 @@ def format_text(result: SimResult) -> str:
     lines.append(f"  simulator     {result.wall_seconds:.2f} s, {s['simulator']['instructions_per_second']:,.0f} "
                  f"instructions/s")
     lines += ["", unit_table(result), "", layer_table(result)]
+    lines += ["", format_architect(result.architect())]
     return "\n".join(lines)
 
 

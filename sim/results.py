@@ -18,8 +18,10 @@ import numpy as np
 from isa.config import ArchConfig, config_hash
 from isa.roofline import Workload, network_bound
 from isa.schema import Engine
-from isa.sections import DebugRange
+from isa.sections import DebugRange, Region
 
+from .architect import architect_report
+from .energy import DEFAULT_TABLE, EnergyTable
 from .machine import STALLS, Timeline
 from .memory import Memories
 from .steps import ENGINES, Step
@@ -83,6 +85,18 @@ class SimResult:
         """Instructions that move or compute data; configuration runs ahead and does not delimit a layer."""
         self.read = np.array([s.dram_bytes if s.mnemonic == "LOAD" else 0 for s in steps], np.int64)
         self.written = np.array([s.dram_bytes if s.mnemonic == "STORE" else 0 for s in steps], np.int64)
+        self.energy_table: EnergyTable = DEFAULT_TABLE
+        self.weights: Region | None = None
+        """The DRAM region holding the weights (the binary's constants), to tell weight reads from activations."""
+        self._architect: dict[str, Any] | None = None
+
+    def architect(self) -> dict[str, Any]:
+        """Energy, area, access counts and stall causes (`sim.architect`), computed once."""
+        if self._architect is None:
+            t = self.timeline
+            self._architect = architect_report(self.config, self.steps, self.layers, t.start, t.end, t.waits,
+                                               self.cycles, self.energy_table, self.weights)
+        return self._architect
 
     @property
     def cycles(self) -> int:
@@ -159,6 +173,7 @@ class SimResult:
             "stall_reasons": list(STALLS),
             "layers": [asdict(r) for r in self.layer_rows()],
             "total": asdict(total),
+            "architect": self.architect(),
             "simulator": {"wall_seconds": self.wall_seconds,
                           "instructions_per_second": len(self.steps) / self.wall_seconds if self.wall_seconds else 0.0},
         }

@@ -50,6 +50,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         require_plotting()
     if is_package(args.file):
         return simulate_package(args)
+    energy = None
+    if args.energy_table:
+        from sim.energy import load_energy_table
+
+        energy = load_energy_table(args.energy_table)
     with Progress("reading", None, "file") as bar:
         bar.label(args.file)
         binary, config = load_binary(args.file, args.config)
@@ -57,6 +62,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     with Progress("simulating", len(binary.instructions), "instr") as bar:
         run = run_binary(binary, config, feeds, checked=args.checked, ideal_dram=args.ideal_dram, seed=args.seed,
                          progress=bar)
+    if energy is not None:
+        run.result.energy_table = energy
     for name in run.generated:
         print(f"input {name}: random, seed {args.seed}", file=sys.stderr)
     if args.trace:
@@ -232,6 +239,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "pip install 'glowsdk[report]')")
     simu.add_argument("-o", metavar="FILE", help="write the report to FILE instead of stdout")
     simu.add_argument("--trace", metavar="FILE", help="write a Chrome-trace JSON (opens in Perfetto)")
+    simu.add_argument("--energy-table", metavar="FILE",
+                      help="a TOML file overriding entries of the energy/area table (vendor_guide/energy_area.md)")
     simu.add_argument("--checked", action="store_true", help="also detect races between engines")
     simu.add_argument("--ideal-dram", action="store_true",
                       help="DRAM without latency or bandwidth limit (every LOAD/STORE takes 1 cycle)")
