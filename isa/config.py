@@ -22,7 +22,8 @@ import tomllib
 from .errors import ConfigError
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-DATAFLOWS = ("ws", "os")
+DATAFLOWS = ("ws", "os", "both")
+"""The array's dataflows: weight-stationary only, output-stationary only, or either, chosen per MATMUL."""
 HASH_SCHEMA = 1
 """Bumped when the canonical serialisation hashed by `config_hash` changes."""
 
@@ -55,7 +56,8 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("vector_pipeline_cycles", int, 0, 1000, "cycles", "vector-engine pipeline fill per instruction"),
     Parameter("queue_depth", int, 1, 4096, "instrs", "entries in each engine's instruction queue"),
     Parameter("semaphores", int, 1, 32, "count", "counting semaphores s0..s(n-1)"),
-    Parameter("dataflow", str, 0, 0, "ws or os", "matrix-engine dataflow at reset (weight- or output-stationary)"),
+    Parameter("dataflow", str, 0, 0, "ws, os or both",
+              "the dataflows the array has: weight- or output-stationary only, or both (chosen per MATMUL)"),
 )
 _BY_NAME = {p.name: p for p in PARAMETERS}
 
@@ -92,6 +94,16 @@ class ArchConfig:
     @property
     def macs_per_cycle(self) -> int:
         return self.array_rows * self.array_cols
+
+    @property
+    def dataflows(self) -> tuple[str, ...]:
+        """The dataflows a MATMUL may use on this machine; the compiler picks among them, the simulator faults others."""
+        return ("ws", "os") if self.dataflow == "both" else (self.dataflow,)
+
+    @property
+    def reset_dataflow(self) -> str:
+        """The matrix engine's dataflow register at reset: the array's only one, or ws when it has both."""
+        return self.dataflows[0]
 
     def replace(self, **changes: Any) -> ArchConfig:
         """A copy with some parameters changed (validated again)."""
@@ -147,7 +159,7 @@ def _preset(name: str, rows: int, spad: int, acc: int, bw: int, dram: int, outst
     return ArchConfig(name=name, array_rows=rows, array_cols=rows, scratchpad_bytes=spad, accumulator_bytes=acc,
                       dram_bytes=dram, dram_bytes_per_cycle=bw, dram_latency_cycles=100,
                       dram_max_outstanding=outstanding, dma_burst_bytes=burst, clock_ghz=1.0, vector_lanes=rows,
-                      vector_pipeline_cycles=4, queue_depth=queue, semaphores=32, dataflow="ws")
+                      vector_pipeline_cycles=4, queue_depth=queue, semaphores=32, dataflow="both")
 
 
 # Outstanding requests x burst cover bandwidth x latency (Little's law), so one engine can reach peak bandwidth.

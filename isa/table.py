@@ -175,7 +175,7 @@ MATRIX = [
         F("pixel_pitch", 110, STRIDE16, "scratchpad bytes between pixels of a row"),
     ), "Sets the matrix engine's dataflow (timing only, never the result) and how MATMUL addresses its input "
        "matrix.", "matrix-config",
-        reset=_reset(dataflow=FromConfig("dataflow"), im2col=0, out_w=1, channels=1, kw=1, stride_h=1, stride_w=1,
+        reset=_reset(dataflow=FromConfig("reset_dataflow"), im2col=0, out_w=1, channels=1, kw=1, stride_h=1, stride_w=1,
                      dil_h=1, dil_w=1, row_pitch=0, pixel_pitch=0)),
     InstrSpec("MATMUL", 0x0D, Engine.MATRIX, (
         F("inp", 22, SPAD_ADDR, "input matrix A (P x K int8) or image"),

@@ -11,7 +11,7 @@ from typing import Callable
 
 from isa.config import ArchConfig
 from isa.encoding import Instr
-from isa.program import LUT_BYTES, Registers, pool_output
+from isa.program import LUT_BYTES, ProgramError, Registers, pool_output
 from isa.table import INSTRUCTIONS
 
 
@@ -36,6 +36,14 @@ def matmul_cycles(rows: int, k: int, n: int, dataflow: str, config: ArchConfig) 
     r, c = config.array_rows, config.array_cols
     per_fold = 2 * r + c + rows - 2 if dataflow == "ws" else r + c + k - 2
     return matmul_folds(rows, k, n, dataflow, config) * per_fold - 1
+
+
+def _matmul(i: Instr, r: Registers, config: ArchConfig) -> int:
+    """A MATMUL's cycles; a dataflow the array does not have is a static fault (a ProgramError)."""
+    if r["dataflow"] not in config.dataflows:
+        raise ProgramError(f"MATMUL in the {r['dataflow']} dataflow, but the array of architecture '{config.name}' "
+                           f"is {config.dataflow}-only")
+    return matmul_cycles(i.rows, i.k, i.n, r["dataflow"], config)
 
 
 def vector_cycles(work: int, config: ArchConfig) -> int:
@@ -84,7 +92,7 @@ CYCLES: dict[str, CycleRule] = {
     "vector-config": _one,
     "LUT_LOAD": _vector,
     "dma": lambda i, r, config: None,
-    "matrix": lambda i, r, config: matmul_cycles(i.rows, i.k, i.n, r["dataflow"], config),
+    "matrix": lambda i, r, config: _matmul(i, r, config),
     "vector-binary": _vector,
     "vector-immediate": _vector,
     "vector-unary": _vector,

@@ -21,16 +21,17 @@ def test_presets_are_the_issue_s_machines(name, dim, spad, acc, bandwidth):
     c = PRESETS[name]
     assert (c.name, c.array_rows, c.array_cols) == (name, dim, dim)
     assert (c.scratchpad_bytes, c.accumulator_bytes, c.dram_bytes_per_cycle) == (spad, acc, bandwidth)
-    assert (c.clock_ghz, c.dram_latency_cycles, c.dataflow) == (1.0, 100, "ws")
+    assert (c.clock_ghz, c.dram_latency_cycles, c.dataflow) == (1.0, 100, "both")
     # Enough requests in flight to reach peak bandwidth over the latency (Little's law).
     assert c.dram_max_outstanding * c.dma_burst_bytes >= c.dram_bytes_per_cycle * c.dram_latency_cycles
     assert resolve_config(name) is c
 
 
 def test_hash_is_stable_and_ignores_the_name():
-    # Pinned: binaries record these, so a change here must bump HASH_SCHEMA deliberately.
-    assert config_hash(PRESETS["edge"]) == "7d36b6035db66eaaadfc5aac5a3a09dcc20f57145d405fee34c98bcd4891a745"
-    assert config_hash(PRESETS["default"]) == "1f9463d83f1198346e40b75ced7be7ab9b63ef0d79f5f37305f614f7e2a34a8b"
+    # Pinned: binaries record these, so a change here must bump HASH_SCHEMA deliberately (or, as when the
+    # presets' dataflow became "both", be a deliberate change of the presets themselves).
+    assert config_hash(PRESETS["edge"]) == "33b94ca26d409d241269d2e11f569c8e358f3944a0dde3792bf651fbe5497fb6"
+    assert config_hash(PRESETS["default"]) == "7046c5c47431c0c3438b4e59bb78bb18550137577dd5e437e04ef494dc02c5be"
     default = PRESETS["default"]
     assert config_hash(default.replace(name="mine")) == config_hash(default)
     assert config_hash(default.replace(dram_latency_cycles=101)) != config_hash(default)
@@ -40,7 +41,7 @@ def test_hash_is_stable_and_ignores_the_name():
 
 def test_format_config_prints_every_parameter():
     text = format_config(PRESETS["server"])
-    assert text.startswith("NPU architecture 'server' (config hash 4ffd01c236ba8630)")
+    assert text.startswith("NPU architecture 'server' (config hash d032bc03a457bcc9)")
     for p in PARAMETERS:
         assert f"  {p.name} " in text
     assert "2 MiB" in text and "8.19 TOPS (4096 MAC/cycle)" in text
@@ -75,7 +76,7 @@ def test_json_file_defaults_to_the_default_preset(tmp_path):
                                               "262144 or '256 KiB'"),
     ("a.toml", "accumulator_bytes = 2050\n", "a.toml: key 'accumulator_bytes' = 2050 is not a multiple of 4"),
     ("a.toml", "dma_burst_bytes = 96\n", "a.toml: key 'dma_burst_bytes' = 96 is not a power of two"),
-    ("a.toml", 'dataflow = "rs"\n', "a.toml: key 'dataflow' = 'rs' is not one of ws, os"),
+    ("a.toml", 'dataflow = "rs"\n', "a.toml: key 'dataflow' = 'rs' is not one of ws, os, both"),
     ("a.toml", 'clock_ghz = "fast"\n', "a.toml: key 'clock_ghz': expected a number, got str"),
     ("a.toml", 'preset = "huge"\n', "a.toml: key 'preset' = 'huge' is not one of edge, default, server"),
     ("a.toml", "array_rows = \n", "a.toml: not valid TOML: "),

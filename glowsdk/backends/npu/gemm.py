@@ -343,8 +343,8 @@ def _epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, ope
 
 
 def best_dataflow(pixels: int, k: int, n: int, config: ArchConfig) -> str:
-    """The dataflow with fewer stall-free array cycles for a pixels x k by k x n product."""
-    return min(("ws", "os"), key=lambda flow: matmul_cycles(pixels, k, n, flow, config))
+    """Of the array's dataflows, the one with fewer stall-free cycles for a pixels x k by k x n product."""
+    return min(config.dataflows, key=lambda flow: matmul_cycles(pixels, k, n, flow, config))
 
 
 def _config_load(row_stride: int, col_stride: int, elem_bytes: int) -> Spec:

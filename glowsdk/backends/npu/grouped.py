@@ -41,7 +41,7 @@ def layer_cycles(shape: ConvShape, config: ArchConfig) -> int:
     """Estimated array cycles of one image of a convolution layer, in the better dataflow."""
     pixels = shape.out_height * shape.out_width
     k = shape.kh * shape.kw * shape.channels
-    return min(matmul_cycles(pixels, k, shape.out_channels, flow, config) for flow in ("ws", "os"))
+    return min(matmul_cycles(pixels, k, shape.out_channels, flow, config) for flow in config.dataflows)
 
 
 def groups_per_layer(shape: ConvShape, groups: int, config: ArchConfig) -> int:

@@ -142,7 +142,7 @@ def _engine_cycles(shape: ConvShape, rows: int, n: int, c: int, config: ArchConf
             vector += row_count * n_count * vector_cycles(pixels * n_size, config)
             for c_size, c_count in _split(shape.channels, c):
                 k = shape.kh * shape.kw * c_size
-                best = min(matmul_cycles(pixels, k, n_size, flow, config) for flow in ("ws", "os"))
+                best = min(matmul_cycles(pixels, k, n_size, flow, config) for flow in config.dataflows)
                 array += row_count * n_count * c_count * best
     return array, vector
 
