@@ -72,3 +72,12 @@ def test_energy_table_overrides(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(SimInputError, match=message):
             load_energy_table(path)
+
+
+def test_every_table_entry_is_documented() -> None:
+    from dataclasses import fields
+
+    from sim.energy import EnergyTable
+
+    doc = (Path(__file__).resolve().parents[1] / "vendor_guide" / "energy_area.md").read_text()
+    assert [f.name for f in fields(EnergyTable) if f"`{f.name}`" not in doc] == []
