@@ -125,6 +125,15 @@ def _binary(i: Instr, r: Registers) -> list[Extent]:
             _sram(i.dst_space, i.dst, size, True)]
 
 
+def _mac(i: Instr, r: Registers) -> list[Extent]:
+    size = i.rows * i.cols
+    out = [Extent("acc", i.dst, i.dst + size, True)]
+    if i.acc_mode:
+        out.append(Extent("acc", i.dst, i.dst + size, False))
+    return [Extent("spad", i.src, i.src + (i.rows - 1) * i.pitch + i.cols, False),
+            Extent("spad", i.wgt, i.wgt + i.cols, False), *out]
+
+
 def _unary(i: Instr, r: Registers) -> list[Extent]:
     return [_sram(i.src_space, i.src, i.count, False), _sram(i.dst_space, i.dst, i.count, True)]
 
@@ -178,6 +187,7 @@ _EXTENTS: dict[str, Callable[[Instr, Registers], list[Extent]]] = {
                            Extent("spad", i.table, i.table + WIDE_LUT_BYTES, False),
                            Extent("acc", i.dst, i.dst + i.count, True)],
     "VDIV": _binary,
+    "VMAC": _mac,
 }
 
 

@@ -12,7 +12,7 @@ from typing import Mapping
 from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
                      validate_table)
 
-ISA_VERSION = (2, 0)
+ISA_VERSION = (2, 1)
 """(major, minor): major changes with any incompatible encoding or semantics, minor when instructions are
 added; a binary records the version it was built for."""
 
@@ -354,6 +354,19 @@ For r < rows, c < cols, with a and b read as for VADD: `mem(dst_space, dst + r*c
 where q = a * 2^s / b rounded to the nearest integer, ties to the even one (exact: the dividend is
 formed in 64 bits). b = 0 is a fault. Normalising by a sum (softmax) is VDIV with the sum broadcast.""",
         "vector-divide"),
+    InstrSpec("VMAC", 0x2F, Engine.VECTOR, (
+        F("dst", 22, ACC_ADDR, "int32 accumulators, rows x cols dense"),
+        F("src", 42, SPAD_ADDR, "int8 image: rows of cols elements, pitch bytes apart"),
+        F("wgt", 64, SPAD_ADDR, "int8 weights, one row of cols"),
+        F("rows", 86, COUNT12, "rows (output pixels)"),
+        F("cols", 98, COUNT13, "elements per row (channels)"),
+        F("pitch", 111, STRIDE16, "scratchpad bytes between consecutive rows of src"),
+        F("acc_mode", 127, FLAG, "0: overwrite the accumulators, 1: add to them"),
+    ), """\
+For r < rows, c < cols: `acc[dst + r*cols + c] = sat(acc, p + spad[src + r*pitch + c] * spad[wgt + c])` with
+p = acc[dst + r*cols + c] when acc_mode is 1, else 0. One tap of a depthwise convolution over a row of
+output pixels: src is the tap's input pixel of each output pixel (pitch = stride x channels in an image of
+contiguous channels), wgt the tap's weight per channel, each lane a channel.""", "vector-mac"),
 ]
 
 INSTRUCTIONS: tuple[InstrSpec, ...] = (*CONTROL, *DMA, *MATRIX, *VECTOR)

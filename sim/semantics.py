@@ -221,6 +221,14 @@ def _divide(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     return _to(dp.mem.sram(i.dst_space), i.dst, numerics.saturate(q, i.dst_space))
 
 
+def _mac(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
+    x = _strided(dp.mem.spad, i.src, (i.rows, i.cols), (i.pitch, 1)).astype(np.int64)
+    total = x * dp.mem.read("spad", i.wgt, i.cols).astype(np.int64)
+    if i.acc_mode:
+        total += dp.mem.read("acc", i.dst, i.rows * i.cols).reshape(i.rows, i.cols)
+    return _to(dp.mem.acc, i.dst, numerics.saturate(total, "acc"))
+
+
 def _lut(dp: Datapath, i: Instr, r: Registers) -> list[Write]:
     x = dp.mem.read("spad", i.src, i.count)
     return _to(dp.mem.spad, i.dst, dp.lut[x + 128])
@@ -289,6 +297,7 @@ SEMANTICS: dict[str, Semantics] = {
     "LUT": _lut,
     "LUT32": _lut32,
     "VDIV": _divide,
+    "VMAC": _mac,
     "POOL": _pool,
     "REDUCE": _reduce,
 }

@@ -70,6 +70,7 @@ VECTOR_WORK: dict[str, Callable[[Instr, Registers], int]] = {
     "REDUCE": lambda i, r: i.rows * i.cols,
     "LUT32": lambda i, r: i.count,
     "VDIV": lambda i, r: DIVIDE_CYCLES * i.rows * i.cols,
+    "VMAC": lambda i, r: i.rows * i.cols,
 }
 """Elements of work per vector-engine instruction (the datasheet's timing table)."""
 
@@ -97,6 +98,7 @@ CYCLES: dict[str, CycleRule] = {
     "vector-immediate": _vector,
     "vector-unary": _vector,
     "vector-divide": _vector,
+    "vector-mac": _vector,
 }
 """Rule per mnemonic or family: an instruction's cycles on its engine, None when DRAM decides."""
 

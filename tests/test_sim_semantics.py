@@ -223,6 +223,22 @@ def case_divide(rng):
         assert got.tolist() == want, (dst_space, s1, s2, bcast, shift)
 
 
+def case_mac(rng):
+    """Rows `pitch` bytes apart (a stride-2 row of pixels); overwrite, then accumulate onto int32 extremes."""
+    rows, cols, pitch = 5, 6, 13
+    x, w = operand(rng, "spad", (rows - 1) * pitch + cols), operand(rng, "spad", cols)
+    start = operand(rng, "acc", rows * cols)
+    for acc_mode in (0, 1):
+        p = Program()
+        p.put("spad", 0x40, x)
+        p.put("spad", 0x200, w)
+        p.put("acc", 0x400, start)
+        result = p.run(f"VMAC dst=0x400 src=0x40 wgt=0x200 rows={rows} cols={cols} pitch={pitch} acc_mode={acc_mode}")
+        want = [sat("acc", acc_mode * int(start[r * cols + c]) + int(x[r * pitch + c]) * int(w[c]))
+                for r in range(rows) for c in range(cols)]
+        assert acc(result, 0x400, rows * cols).tolist() == want, acc_mode
+
+
 def pool_reference(image, op, kh, kw, sh, sw, pt, pb, pl, pr, count_pad, pad_value):
     h, w, c = image.shape
     oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
@@ -414,6 +430,7 @@ CASES: dict[str, Callable] = {
     "REQUANT": case_requant, "CONFIG_REQUANT": case_requant,
     "CLAMP": case_clamp, "CONFIG_CLAMP": case_clamp,
     "LUT": case_lut, "LUT_LOAD": case_lut, "LUT32": case_lut32, "VDIV": case_divide,
+    "VMAC": case_mac,
     "POOL": case_pool, "CONFIG_POOL": case_pool,
     "REDUCE": case_reduce,
     "MATMUL": case_matmul, "CONFIG_MATMUL": case_matmul,
