@@ -39,7 +39,7 @@ def _grouped_net(c: int, oc: int, groups: int, k: int, stride: int, hw: int = 12
 
 
 @pytest.mark.parametrize("c,oc,groups,k,stride,config", [
-    (48, 48, 48, 3, 1, "default"),   # depthwise: blocks of groups, the last one shorter
+    (48, 48, 48, 3, 1, "default"),   # depthwise: one layer on the vector engine (depthwise.py)
     (40, 40, 40, 3, 2, "edge"),      # depthwise, stride 2, tiled on the edge preset
     (24, 36, 3, 1, 1, "default"),    # a grouped 1x1 (ShuffleNet's kind), more outputs than inputs
     (16, 32, 2, 5, 1, "edge"),       # AlexNet's two groups, 5x5

@@ -14,6 +14,7 @@ from isa.roofline import METADATA_KEY, Workload, to_metadata
 from isa.sections import Bindings, MemoryPlan
 
 from .bmm import BatchMatMulLayer
+from .depthwise import DepthwiseLayer
 from .dma import copy_tiles, transfers
 from .emitter import Emitter
 from .gemm import GemmLayer
@@ -34,6 +35,9 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> Wo
     if isinstance(body, GemmLayer):
         prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
         emit_layer(em, tiles, prologue, matmul_config)
+    elif isinstance(body, DepthwiseLayer):
+        prologue, tiles = body.tiles(base, plan.constants.base)
+        emit_layer(em, tiles, prologue)
     elif isinstance(body, BatchMatMulLayer):
         tiles, matmul_config = body.tiles(base, plan.constants.base, config)
         emit_layer(em, tiles, body.prologue(plan.constants.base), matmul_config)
@@ -48,7 +52,7 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> Wo
     else:
         emit_layer(em, body.tiles(base, config))
     em.end_layer(layer.name, layer.kind)
-    return body.workload() if isinstance(body, GemmLayer) else None
+    return body.workload() if isinstance(body, (GemmLayer, DepthwiseLayer)) else None
 
 
 def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig, metadata: dict) -> NpuBinary:

@@ -252,9 +252,9 @@ class GemmLayer:
         operands = {id(op): [extra_base + (2 * a + k) * out_bytes for k in (0, 1)] for a, op in enumerate(adds)}
         prologue: list[Spec] = []
         if table_bytes:
-            prologue = [_config_load(0, 0, table_bytes), ("LOAD", _load(constants + self.table, "spad", 0, 1, 1))]
+            prologue = [config_load(0, 0, table_bytes), ("LOAD", load(constants + self.table, "spad", 0, 1, 1))]
         for offset, sram in zip(self.luts, luts.values()):
-            prologue += [_config_load(0, 0, LUT_BYTES), ("LOAD", _load(constants + offset, "spad", sram, 1, 1))]
+            prologue += [config_load(0, 0, LUT_BYTES), ("LOAD", load(constants + offset, "spad", sram, 1, 1))]
         source, result = base(self.source.tensor), base(self.result.tensor)
         tiles, g = [], 0
         config = None
@@ -269,18 +269,19 @@ class GemmLayer:
                     for c0 in range(0, s.channels, t.c):
                         c = min(t.c, s.channels - c0)
                         ins, wgt = inputs[g % 2], inputs[g % 2] + in_bytes
-                        loads = self._input_loads(source + b * self.source.batch_stride + c0, oy0, oy1, c, ins)
+                        loads = input_loads(s, self.source, self.x_zero, source + b * self.source.batch_stride + c0,
+                                            oy0, oy1, c, ins)
                         k = s.kh * s.kw * c
-                        loads += [_config_load(n, 0, n),
-                                  ("LOAD", _load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1))]
+                        loads += [config_load(n, 0, n),
+                                  ("LOAD", load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1))]
                         if c0 == 0:
-                            loads += [_config_load(0, 0, 4 * n),
-                                      ("LOAD", _load(constants + self.bias + 4 * n0, "acc", biases[slot], 1, 1))]
+                            loads += [config_load(0, 0, 4 * n),
+                                      ("LOAD", load(constants + self.bias + 4 * n0, "acc", biases[slot], 1, 1))]
                             for op in adds:  # after the bias load, which waits until the vector engine is done
                                 x = op.operand
                                 loads += [("CONFIG_LOAD", dict(row_stride=x.row_stride, plane_stride=0,
                                                                col_stride=x.pixel_stride, elem_bytes=n)),
-                                          ("LOAD", _load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride
+                                          ("LOAD", load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride
                                                          + n0, "spad", operands[id(op)][slot], oy1 - oy0,
                                                          s.out_width))]
                         dataflow = best_dataflow(pixels, k, n, self.config)
@@ -294,7 +295,7 @@ class GemmLayer:
                     vector = [self._config_requant(n0, biases[slot]), ("REQUANT", dict(
                         dst=outputs[slot], src=accs[slot], rows=pixels, cols=n))]
                     for op in self.epilogue:
-                        vector += _epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
+                        vector += epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
                                                   operands.get(id(op), [0, 0])[slot], luts)
                     r = self.result
                     stores = [("CONFIG_STORE", dict(row_stride=r.row_stride, plane_stride=0,
@@ -305,19 +306,6 @@ class GemmLayer:
                     tiles.append(Tile(steps, vector, stores))
         return prologue, tiles, config
 
-    def _input_loads(self, dram: int, oy0: int, oy1: int, c: int, sram: int) -> list[Spec]:
-        s, src = self.shape, self.source
-        first = oy0 * s.stride[0] - s.pads[0]
-        last = first + s.in_rows(oy1 - oy0) - 1
-        y0, y1 = max(first, 0), min(last, s.height - 1)
-        pad = dict(pad_top=y0 - first, pad_bottom=last - y1, pad_left=s.pads[1], pad_right=s.pads[3],
-                   pad_value=self.x_zero)
-        return [("CONFIG_LOAD", dict(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
-                                     elem_bytes=c)),
-                ("CONFIG_PAD", pad),
-                ("LOAD", _load(dram + y0 * src.row_stride, "spad", sram, y1 - y0 + 1, s.width)),
-                ("CONFIG_PAD", dict(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0))]
-
     def _config_requant(self, n0: int, bias: int) -> Spec:
         r = self.requant
         per_channel = r.per_channel
@@ -327,7 +315,7 @@ class GemmLayer:
             table=self.spad_table + 8 * n0 if per_channel else 0, bias_row=1, bias=bias))
 
 
-def _epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, operand: int,
+def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, operand: int,
                     luts: dict[int, int]) -> list[Spec]:
     """One epilogue step on a tile: `out` (int8, pixels x n) in the scratchpad, `acc` free as scratch, each
     table at its scratchpad address in `luts` (by id)."""
@@ -335,11 +323,26 @@ def _epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, ope
         return [("LUT_LOAD", dict(src=luts[id(op)])), ("LUT", dict(dst=out, src=out, count=pixels * n))]
     if not isinstance(op, AddTensor):
         return op.specs(out, acc, pixels, n)
-    specs = _epilogue_specs(op.pre, operand, acc, pixels, n, 0, luts) if op.pre else []
+    specs = epilogue_specs(op.pre, operand, acc, pixels, n, 0, luts) if op.pre else []
     return specs + [
         ("VADD", dict(dst_space="acc", dst=acc, src1_space="spad", src1=out, src2_space="spad", src2=operand,
                       rows=pixels, cols=n, bcast=0)),
         ("VSUBI", dict(dst_space="spad", dst=out, src_space="acc", src=acc, count=pixels * n, imm=op.zero))]
+
+
+def input_loads(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, oy1: int, c: int,
+                sram: int) -> list[Spec]:
+    """Load the input rows of output rows oy0..oy1 (with their halo, c channels at `dram`) into a dense
+    rows x padded width x c image at `sram`, the padding written with the zero point."""
+    first = oy0 * s.stride[0] - s.pads[0]
+    last = first + s.in_rows(oy1 - oy0) - 1
+    y0, y1 = max(first, 0), min(last, s.height - 1)
+    pad = dict(pad_top=y0 - first, pad_bottom=last - y1, pad_left=s.pads[1], pad_right=s.pads[3], pad_value=x_zero)
+    return [("CONFIG_LOAD", dict(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
+                                 elem_bytes=c)),
+            ("CONFIG_PAD", pad),
+            ("LOAD", load(dram + y0 * src.row_stride, "spad", sram, y1 - y0 + 1, s.width)),
+            ("CONFIG_PAD", dict(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0))]
 
 
 def best_dataflow(pixels: int, k: int, n: int, config: ArchConfig) -> str:
@@ -347,9 +350,9 @@ def best_dataflow(pixels: int, k: int, n: int, config: ArchConfig) -> str:
     return min(config.dataflows, key=lambda flow: matmul_cycles(pixels, k, n, flow, config))
 
 
-def _config_load(row_stride: int, col_stride: int, elem_bytes: int) -> Spec:
+def config_load(row_stride: int, col_stride: int, elem_bytes: int) -> Spec:
     return ("CONFIG_LOAD", dict(row_stride=row_stride, plane_stride=0, col_stride=col_stride, elem_bytes=elem_bytes))
 
 
-def _load(dram: int, space: str, sram: int, rows: int, cols: int) -> dict:
+def load(dram: int, space: str, sram: int, rows: int, cols: int) -> dict:
     return dict(dram=dram, space=space, sram=sram, planes=1, rows=rows, cols=cols)

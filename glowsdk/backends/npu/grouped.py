@@ -12,11 +12,9 @@ its better dataflow, plus a fixed cost per layer): for a depthwise 3x3 on a 32 x
 the array's width (24 to 32: K = 9m in nearly full folds); for wide groups (AlexNet's two,
 ShuffleNet's four), one group per layer.
 
-The vector engine would do a depthwise layer as a multiply and an add per tap and element, about
-2 x taps x pixels x channels / lanes cycles. For ShuffleNet's 3x3 depthwise layers on the default
-preset the two estimates are close (array 25.1k against vector 30.0k cycles at 14 x 14 x 272, 9.7k
-against 7.5k at 7 x 7 x 272), and its grouped 1x1 layers favour the array by 10-20x, so the array
-path, which reuses the convolution layer and is exact by construction, is the one implemented.
+A depthwise convolution (one input channel per group) runs on the vector engine instead
+(depthwise.py), except where a channel shuffle follows it: the shuffle mixes the groups of every
+output pixel, so the layer that writes it in shuffled order is one block diagonal over all groups.
 """
 from __future__ import annotations
 

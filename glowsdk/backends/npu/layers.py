@@ -28,6 +28,7 @@ from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Requant, Resc
 from .gather import gather_layer
 from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
+from .depthwise import DepthwiseLayer
 from .grouped import grouped_layers
 from .lrn import LrnLayer
 from .lut import lut_layer
@@ -263,9 +264,10 @@ class LayerBuilder:
         self.layers.append(Layer(node.name, node.kind, layer))
 
     def _grouped_conv(self, node: Node) -> None:
-        """A grouped or depthwise Conv -> Rescale: block-diagonal convolution layers (grouped.py), with the
-        element-wise chain after it (a ReLU6's Min, a residual Add) in each block's epilogue and a channel
-        shuffle after that in its output order."""
+        """A grouped Conv -> Rescale: block-diagonal convolution layers (grouped.py), or a depthwise one on the
+        vector engine (depthwise.py), with the element-wise chain after it (a ReLU6's Min, a residual Add) in
+        the epilogue and a channel shuffle after that in its output order (block-diagonal: a shuffle moves
+        channels between the groups)."""
         rescale = next(iter(node.users))
         self.fused.add(id(rescale))
         x = self.laid_out(node.input, nhwc=True)
@@ -274,6 +276,17 @@ class LayerBuilder:
         out = self._new(end, nhwc=True)
         self.values[end] = out
         requant = requant_params(rescale.input, rescale.result(), node.type.shape[1], f"'{rescale.name}'")
+        _, c, h, w = node.input.type.shape
+        _, oc, oh, ow = node.type.shape
+        if order is None and node.group == c == oc:
+            shape = ConvShape(c, h, w, oc, oh, ow, *node.kernel, tuple(node.strides), tuple(node.dilations),
+                              tuple(node.pads[:4]))
+            bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
+            layer = DepthwiseLayer.plan(shape, self.config, Image.of(x), Image.of(out),
+                                        np.asarray(node.filter.node.value), bias, requant, _zero(node.input),
+                                        self.add_constant, tuple(epilogue))
+            self.layers.append(Layer(node.name, node.kind, layer))
+            return
         for name, layer in grouped_layers(node, x, out, requant, self.config, self.add_constant, tuple(epilogue),
                                           order):
             self.layers.append(Layer(name, node.kind, layer))

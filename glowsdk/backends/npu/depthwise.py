@@ -1,0 +1,206 @@
+"""Depthwise convolutions on the vector engine: one VMAC per tap and output row, a lane per channel.
+
+A depthwise convolution (one input channel per group, one filter each) reduces over its taps only:
+on the array it is a block diagonal whose zeros fill all but one column in each group, and the
+array's fill and drain are paid per fold of a few dozen pixels (2-5x the vector-lane bound on
+MobileNetV2). The vector engine does it at the bound's own rate: VMAC multiplies a row of output
+pixels' input pixels (stride x channels bytes apart in the channels-innermost tile) by one tap's
+weight per channel and accumulates in int32, so a tile costs taps x output rows instructions of
+output width x channels / lanes cycles each. As on the array (gemm.py), the input zero point is
+folded into the bias (bias - zx * sum(w)) and the load writes the padding with the zero point; then
+REQUANT adds the bias row and the epilogue runs (gemm.py's steps: clamps, tables, a residual Add).
+
+Tiles are output rows x channel blocks, a block every channel unless one output row of them does
+not fit: the input rows of a whole-channel block are one contiguous DRAM run. The scratchpad holds,
+once per layer, the per-channel requantize table, the epilogue's tables and the weights (a row of
+channels per tap); per slot the input rows with their halo, the int8 result and each residual
+operand. The accumulator holds the bias row, then each slot's int32 tile.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from isa.config import ArchConfig
+from isa.program import LUT_BYTES
+from isa.roofline import Workload
+
+from ...errors import UnsupportedError
+from .gemm import (AddTensor, EpilogueOp, Image, Requant, compact, config_load, epilogue_specs, input_loads, load,
+                   tables)
+from .pipeline import Spec, Step, Tile
+from .tensors import DramTensor
+from .tiling import ConvShape
+
+MIN_TILES = 4
+"""Output-row tiles a layer is cut into at least (when it has the rows): the first load and the last
+store are not overlapped by the double-buffered pipeline, so a layer of one tile would pay them in full."""
+MAX_VMAC_ROWS, MAX_VMAC_COLS, MAX_PITCH = 4095, 8191, 65535
+
+
+def _align(n: int) -> int:
+    return -(-n // 64) * 64
+
+
+@dataclass(frozen=True)
+class _Budget:
+    """The SRAM a layer needs besides its slots, and each slot's size for a tile shape."""
+
+    shape: ConvShape
+    fixed: int
+    """scratchpad bytes held for the whole layer (tables, weights)"""
+    adds: int
+
+    def slot(self, rows: int, block: int) -> tuple[int, int, int]:
+        """(input, output, accumulator words) of one slot."""
+        s = self.shape
+        return (_align(s.in_rows(rows) * s.padded_width * block), _align(rows * s.out_width * block),
+                rows * s.out_width * block)
+
+    def fits(self, rows: int, block: int, config: ArchConfig) -> bool:
+        ins, out, words = self.slot(rows, block)
+        spad = self.fixed + 2 * (ins + out * (1 + self.adds))
+        acc = _align(self.shape.channels) + 2 * words
+        return spad <= config.scratchpad_bytes and 4 * acc <= config.accumulator_bytes
+
+
+def _tile_shape(budget: _Budget, config: ArchConfig) -> tuple[int, int]:
+    """(output rows, channels) per tile: every channel if one output row of them fits, else the widest
+    half, quarter... that does; then as many rows as fit, keeping at least MIN_TILES row tiles."""
+    s = budget.shape
+    block = min(s.channels, MAX_VMAC_COLS, MAX_PITCH // s.stride[1])
+    while block > 1 and not budget.fits(1, block, config):
+        block = -(-block // 2)
+    if not budget.fits(1, block, config) or s.out_width > MAX_VMAC_ROWS:
+        raise UnsupportedError(f"a depthwise {s.kh}x{s.kw} convolution over {s.width}-pixel rows does not fit the "
+                               f"'{config.name}' configuration's SRAMs")
+    most = max(1, -(-s.out_height // MIN_TILES))
+    rows = 1
+    while rows < most and budget.fits(rows + 1, block, config):
+        rows += 1
+    return rows, block
+
+
+@dataclass
+class DepthwiseLayer:
+    """A placed depthwise convolution (channel multiplier 1); `tiles` makes its instructions."""
+
+    shape: ConvShape
+    source: Image
+    result: Image
+    weights: int
+    """constants offset of the int8 weights, taps x channels (a row per tap, (ky, kx) order)"""
+    bias: int
+    """constants offset of the int32 bias, zero point folded"""
+    table: int
+    """constants offset of the per-channel requantize table (when per channel)"""
+    requant: Requant
+    x_zero: int
+    rows: int
+    block: int
+    epilogue: tuple[EpilogueOp, ...] = ()
+    luts: tuple[int, ...] = ()
+    """constants offsets of the epilogue's tables (gemm.tables)"""
+
+    @staticmethod
+    def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
+             bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
+             epilogue: tuple[EpilogueOp, ...] = ()) -> DepthwiseLayer:
+        """Choose the tile shape and place the weights, the bias and the tables in the constants."""
+        epilogue = compact(epilogue)
+        channels, taps = shape.channels, shape.kh * shape.kw
+        per_tap = filters.reshape(channels, taps)
+        folded = (bias.astype(np.int64) - x_zero * per_tap.astype(np.int64).sum(axis=1) + (1 << 31)) % (1 << 32) \
+            - (1 << 31)
+        adds = sum(isinstance(op, AddTensor) for op in epilogue)
+        fixed = (_align(8 * channels) if requant.per_channel else 0) + LUT_BYTES * len(tables(epilogue)) + \
+            _align(taps * channels)
+        rows, block = _tile_shape(_Budget(shape, fixed, adds), config)
+        return DepthwiseLayer(
+            shape, source, result, add_constant(np.ascontiguousarray(per_tap.T).astype(np.int8).tobytes()),
+            add_constant(folded.astype("<i4").tobytes()),
+            add_constant(requant.table()) if requant.per_channel else 0, requant, x_zero, rows, block, epilogue,
+            tuple(add_constant(t.table) for t in tables(epilogue)))
+
+    def workload(self) -> Workload:
+        """The roofline's work (isa/roofline.py): taps MACs per output element at vector-lane width, every
+        constant, the input and each residual operand, and the result once."""
+        s, batch = self.shape, self.source.batch
+        pixels, taps, c = batch * s.out_height * s.out_width, s.kh * s.kw, s.channels
+        adds = sum(isinstance(op, AddTensor) for op in self.epilogue)
+        constants = taps * c + 4 * c + (8 * c if self.requant.per_channel else 0)
+        return Workload(pixels * c * taps, "vector", constants, batch * s.height * s.width * c + adds * pixels * c,
+                        pixels * c)
+
+    def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Spec], list[Tile]]:
+        """(prologue, tiles) with absolute DRAM addresses."""
+        s, c_all, taps = self.shape, self.shape.channels, self.shape.kh * self.shape.kw
+        table_bytes = _align(8 * c_all) if self.requant.per_channel else 0
+        luts = {id(t): table_bytes + k * LUT_BYTES for k, t in enumerate(tables(self.epilogue))}
+        weights = table_bytes + LUT_BYTES * len(luts)
+        adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
+        in_bytes, out_bytes, words = _Budget(s, 0, len(adds)).slot(self.rows, self.block)
+        slot_bytes = in_bytes + out_bytes * (1 + len(adds))
+        first_slot = weights + _align(taps * c_all)
+        inputs = [first_slot + k * slot_bytes for k in (0, 1)]
+        accs = [_align(c_all) + k * words for k in (0, 1)]
+        prologue: list[Spec] = []
+        if self.requant.per_channel:
+            prologue += [config_load(0, 0, 8 * c_all), ("LOAD", load(constants + self.table, "spad", 0, 1, 1))]
+        for offset, sram in zip(self.luts, luts.values()):
+            prologue += [config_load(0, 0, LUT_BYTES), ("LOAD", load(constants + offset, "spad", sram, 1, 1))]
+        prologue += [config_load(0, 0, taps * c_all), ("LOAD", load(constants + self.weights, "spad", weights, 1, 1)),
+                     config_load(0, 0, 4 * c_all), ("LOAD", load(constants + self.bias, "acc", 0, 1, 1))]
+        source, result, r = base(self.source.tensor), base(self.result.tensor), self.result
+        tiles: list[Tile] = []
+        for b in range(self.source.batch):
+            for oy0 in range(0, s.out_height, self.rows):
+                oy1 = min(s.out_height, oy0 + self.rows)
+                pixels = (oy1 - oy0) * s.out_width
+                for c0 in range(0, c_all, self.block):
+                    n, slot = min(self.block, c_all - c0), len(tiles) % 2
+                    ins, out = inputs[slot], inputs[slot] + in_bytes
+                    operands = {id(op): out + (1 + a) * out_bytes for a, op in enumerate(adds)}
+                    loads = input_loads(s, self.source, self.x_zero, source + b * self.source.batch_stride + c0,
+                                        oy0, oy1, n, ins)
+                    for op in adds:
+                        x = op.operand
+                        loads += [("CONFIG_LOAD", dict(row_stride=x.row_stride, plane_stride=0,
+                                                       col_stride=x.pixel_stride, elem_bytes=n)),
+                                  ("LOAD", load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + c0, "spad",
+                                                operands[id(op)], oy1 - oy0, s.out_width))]
+                    vector = self._taps(ins, accs[slot], weights + c0, oy1 - oy0, n)
+                    vector += [self._config_requant(c0), ("REQUANT", dict(dst=out, src=accs[slot], rows=pixels,
+                                                                          cols=n))]
+                    for op in self.epilogue:
+                        vector += epilogue_specs(op, out, accs[slot], pixels, n, operands.get(id(op), 0), luts)
+                    stores = [("CONFIG_STORE", dict(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride,
+                                                    elem_bytes=n)),
+                              ("STORE", dict(dram=result + b * r.batch_stride + oy0 * r.row_stride + c0, space="spad",
+                                             sram=out, planes=1, rows=oy1 - oy0, cols=s.out_width))]
+                    tiles.append(Tile([Step(loads)], vector, stores))
+        return prologue, tiles
+
+    def _taps(self, ins: int, acc: int, weights: int, rows: int, n: int) -> list[Spec]:
+        """Every tap of every output row of a tile: the first tap overwrites the row's accumulators."""
+        s = self.shape
+        (sh, sw), (dh, dw) = s.stride, s.dilation
+        specs: list[Spec] = []
+        for oy in range(rows):
+            for t in range(s.kh * s.kw):
+                ky, kx = divmod(t, s.kw)
+                specs.append(("VMAC", dict(dst=acc + oy * s.out_width * n,
+                                           src=ins + ((oy * sh + ky * dh) * s.padded_width + kx * dw) * n,
+                                           wgt=weights + t * s.channels, rows=s.out_width, cols=n, pitch=sw * n,
+                                           acc_mode=int(t > 0))))
+        return specs
+
+    def _config_requant(self, c0: int) -> Spec:
+        r = self.requant
+        per_channel = r.per_channel
+        return ("CONFIG_REQUANT", dict(
+            multiplier=0 if per_channel else int(r.multipliers[0]), shift=0 if per_channel else int(r.shifts[0]),
+            zero_point=r.zero, clamp_lo=-128, clamp_hi=127, per_channel=int(per_channel),
+            table=8 * c0 if per_channel else 0, bias_row=1, bias=c0))
