@@ -166,3 +166,13 @@ def test_a_1d_audio_front_end_runs_as_images_of_one_row():
     npu = assert_bit_exact(b.network(b.node("Gemm", [mean, b.weight((5, 12)), b.weight((5,))], transB=1)))
     windows = [n for n in npu.compiled.function.nodes if n.kind in ("Conv", "MaxPool", "AveragePool")]
     assert len(windows) == 4 and all(len(n.kernel) == 2 and n.kernel[0] == 1 for n in windows)
+
+
+def test_an_accumulator_above_2_mib_compiles_and_runs(tmp_path):
+    """REQUANT addresses its bias row in 19 bits (2 MiB); with 4 MiB of accumulator a convolution's tiles may
+    reach past that, so the bias rows sit at the bottom (the compiler raised an encoding error before)."""
+    b = NetBuilder((1, 64, 64, 64))
+    network = b.network(b.conv(b.conv("x", 64, 128, 1, 0), 128, 8, 1, 0, relu=False))
+    npu = _bit_exact_on(network, tmp_path, {"preset": "server", "name": "big", "accumulator_bytes": 4 << 20})
+    gemm = next(layer.body for layer in npu.compiled.layers if layer.kind == "Conv")
+    assert 2 * gemm.tiling.rows * gemm.shape.out_width * gemm.tiling.n >= 1 << 19  # the old placement overflowed

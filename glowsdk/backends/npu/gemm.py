@@ -245,8 +245,9 @@ class GemmLayer:
         out_bytes = -(-t.rows * s.out_width * t.n // 64) * 64
         inputs = [slot_base + k * (in_bytes + w_bytes) for k in (0, 1)]
         outputs = [slot_base + 2 * (in_bytes + w_bytes) + k * out_bytes for k in (0, 1)]
-        accs = [0, t.rows * s.out_width * t.n]
-        biases = [2 * accs[1], 2 * accs[1] + t.n]
+        # the bias rows first: REQUANT addresses them in 19 bits, and an accumulator may hold 2^20 words
+        biases = [0, t.n]
+        accs = [2 * t.n, 2 * t.n + t.rows * s.out_width * t.n]
         adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
         extra_base = outputs[1] + out_bytes
         operands = {id(op): [extra_base + (2 * a + k) * out_bytes for k in (0, 1)] for a, op in enumerate(adds)}
