@@ -108,7 +108,8 @@ def index_bounds(binary: NpuBinary) -> dict[int, int]:
 
 
 def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.ndarray], *, checked: bool = False,
-               ideal_dram: bool = False, seed: int = 0, progress: Callable[[int, int], None] | None = None) -> BinaryRun:
+               ideal_dram: bool = False, seed: int = 0, progress: Callable[[int, int], None] | None = None,
+               array_model: str = "closed") -> BinaryRun:
     """Simulate `binary` (already read and validated for `config`) on the given inputs; missing inputs are
     filled with seeded random values of their element type (indices within the table they pick from) and
     listed in `generated`; `progress` as `simulate`'s."""
@@ -133,7 +134,7 @@ def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.nd
     except ValueError as err:
         raise SimInputError(str(err)) from None
     result = simulate(binary.instructions, config, dram=image, layers=binary.debug, workloads=workloads,
-                      checked=checked, ideal_dram=ideal_dram, progress=progress)
+                      checked=checked, ideal_dram=ideal_dram, array_model=array_model, progress=progress)
     result.origins = origins_from_metadata(binary.metadata)
     result.weights = binary.plan.constants
     outputs = {}

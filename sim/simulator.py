@@ -77,13 +77,14 @@ ONE_BLAS_THREAD = _OneBlasThread()
 
 def simulate(program: Sequence[Instr], config: ArchConfig, *, dram: DramImage | None = None,
              layers: Sequence[DebugRange] = (), workloads: Sequence[Workload | None] | None = None,
-             checked: bool = False, ideal_dram: bool = False,
+             checked: bool = False, ideal_dram: bool = False, array_model: str = "closed",
              progress: Callable[[int, int], None] | None = None) -> SimResult:
     """Execute `program` from reset on `config`, DRAM initialised from `dram`; raises a SimError on a fault,
     a race (checked mode) or deadlock. `workloads` (one per layer, isa.roofline) give the roofline bound;
-    `progress` is told (instructions completed, in all) now and then."""
+    `progress` is told (instructions completed, in all) now and then; `array_model` is a `sim.timing.ARRAY_MODELS`
+    name (the matrix engine's closed form, or fold by fold)."""
     began = time.perf_counter()
-    steps = prepare(program, config, layers)
+    steps = prepare(program, config, layers, array_model)
     reach = [x.stop for s in steps for x in s.extents if x.memory == "dram" and x.stop <= config.dram_bytes]
     memories = Memories(config, max(reach, default=0), dram)
     with ONE_BLAS_THREAD:

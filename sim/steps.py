@@ -93,7 +93,8 @@ def _semaphore_problem(instr: Instr, config: ArchConfig) -> str | None:
     return None
 
 
-def prepare(program: Sequence[Instr], config: ArchConfig, layers: Sequence[DebugRange] = ()) -> list[Step]:
+def prepare(program: Sequence[Instr], config: ArchConfig, layers: Sequence[DebugRange] = (),
+            array_model: str = "closed") -> list[Step]:
     """Every instruction with its registers, extents, semantics, static cycles, work and layer.
 
     The program must end with its only END (the dispatcher stops fetching there).
@@ -108,7 +109,7 @@ def prepare(program: Sequence[Instr], config: ArchConfig, layers: Sequence[Debug
         problem, cycles, found = _semaphore_problem(instr, config), None, []
         try:
             found = extents(instr, registers)
-            cycles = static_cycles(instr, registers, config)
+            cycles = static_cycles(instr, registers, config, array_model)
         except ProgramError as err:
             problem = problem or str(err)
         dma = instr.spec.family == "dma"

@@ -38,12 +38,36 @@ def matmul_cycles(rows: int, k: int, n: int, dataflow: str, config: ArchConfig) 
     return matmul_folds(rows, k, n, dataflow, config) * per_fold - 1
 
 
-def _matmul(i: Instr, r: Registers, config: ArchConfig) -> int:
+def matmul_cycles_by_fold(rows: int, k: int, n: int, dataflow: str, config: ArchConfig) -> int:
+    """Stall-free MATMUL cycles fold by fold, each fold filling and draining over only the PEs it uses.
+
+    A weight-stationary fold with kr weight rows and nc columns preloads kr rows, streams the P
+    inputs skewed over its kr rows and nc columns, and its sums still cross all R rows to the
+    array's edge: kr + P + R + nc - 2. An output-stationary fold of pr x nc results streams K steps
+    skewed over its pr rows and nc columns: K + pr + nc - 2. Summed over the folds (the kr add up
+    to K, the nc to N, the pr to P), less the one overlapped cycle. When every fold is full (R
+    divides K, or P, and C divides N) this is `matmul_cycles`; otherwise it is smaller.
+    """
+    r, c = config.array_rows, config.array_cols
+    n_folds = _ceil(n, c)
+    if dataflow == "ws":
+        k_folds = _ceil(k, r)
+        return n_folds * k + k_folds * n + k_folds * n_folds * (rows + r - 2) - 1
+    p_folds = _ceil(rows, r)
+    return n_folds * rows + p_folds * n + p_folds * n_folds * (k - 2) - 1
+
+
+ARRAY_MODELS = {"closed": matmul_cycles, "folds": matmul_cycles_by_fold}
+"""The matrix engine's timing models: every fold as a full one (the datasheet's closed form, SCALE-Sim's), or
+fold by fold (partial folds fill and drain faster)."""
+
+
+def _matmul(i: Instr, r: Registers, config: ArchConfig, array_model: str = "closed") -> int:
     """A MATMUL's cycles; a dataflow the array does not have is a static fault (a ProgramError)."""
     if r["dataflow"] not in config.dataflows:
         raise ProgramError(f"MATMUL in the {r['dataflow']} dataflow, but the array of architecture '{config.name}' "
                            f"is {config.dataflow}-only")
-    return matmul_cycles(i.rows, i.k, i.n, r["dataflow"], config)
+    return ARRAY_MODELS[array_model](i.rows, i.k, i.n, r["dataflow"], config)
 
 
 def vector_cycles(work: int, config: ArchConfig) -> int:
@@ -107,8 +131,11 @@ if _MISSING:
     raise ImportError(f"sim.timing: no timing rule for {', '.join(_MISSING)}")
 
 
-def static_cycles(instr: Instr, registers: Registers, config: ArchConfig) -> int | None:
-    """Cycles `instr` occupies its engine, or None for a DRAM transfer (timed dynamically)."""
+def static_cycles(instr: Instr, registers: Registers, config: ArchConfig, array_model: str = "closed") -> int | None:
+    """Cycles `instr` occupies its engine, or None for a DRAM transfer (timed dynamically); `array_model` is one
+    of `ARRAY_MODELS`."""
+    if instr.mnemonic == "MATMUL" and array_model != "closed":
+        return _matmul(instr, registers, config, array_model)
     rule = CYCLES.get(instr.mnemonic) or CYCLES[instr.spec.family]
     return rule(instr, registers, config)
 

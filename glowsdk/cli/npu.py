@@ -61,7 +61,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     feeds = dict(options.load_input(s) for s in args.input)
     with Progress("simulating", len(binary.instructions), "instr") as bar:
         run = run_binary(binary, config, feeds, checked=args.checked, ideal_dram=args.ideal_dram, seed=args.seed,
-                         progress=bar)
+                         progress=bar, array_model=args.array_model)
     if energy is not None:
         run.result.energy_table = energy
     for name in run.generated:
@@ -239,6 +239,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "pip install 'glowsdk[report]')")
     simu.add_argument("-o", metavar="FILE", help="write the report to FILE instead of stdout")
     simu.add_argument("--trace", metavar="FILE", help="write a Chrome-trace JSON (opens in Perfetto)")
+    simu.add_argument("--array-model", choices=["closed", "folds"], default="closed",
+                      help="matrix-engine timing: every fold as a full one (closed form, default) or fold by fold")
     simu.add_argument("--energy-table", metavar="FILE",
                       help="a TOML file overriding entries of the energy/area table (vendor_guide/energy_area.md)")
     simu.add_argument("--checked", action="store_true", help="also detect races between engines")
