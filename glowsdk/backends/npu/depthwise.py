@@ -8,7 +8,8 @@ pixels' input pixels (stride x channels bytes apart in the channels-innermost ti
 weight per channel and accumulates in int32, so a tile costs taps x output rows instructions of
 output width x channels / lanes cycles each. As on the array (gemm.py), the input zero point is
 folded into the bias (bias - zx * sum(w)) and the load writes the padding with the zero point; then
-REQUANT adds the bias row and the epilogue runs (gemm.py's steps: clamps, tables, a residual Add).
+REQUANT adds the bias row and applies a leading clamp (a ReLU6) as its output bounds, and the rest of
+the epilogue runs (gemm.py's steps: tables, clamps, a residual Add).
 
 Tiles are output rows x channel blocks, a block every channel unless one output row of them does
 not fit: the input rows of a whole-channel block are one contiguous DRAM run. The scratchpad holds,
@@ -28,8 +29,8 @@ from isa.program import LUT_BYTES
 from isa.roofline import Workload
 
 from ...errors import UnsupportedError
-from .gemm import (AddTensor, EpilogueOp, Image, Requant, compact, config_load, epilogue_specs, input_loads, load,
-                   tables)
+from .gemm import (AddTensor, Clamp8, EpilogueOp, Image, Requant, compact, config_load, epilogue_specs, input_loads,
+                   load, tables)
 from .pipeline import Spec, Step, Tile
 from .tensors import DramTensor
 from .tiling import ConvShape
@@ -103,13 +104,17 @@ class DepthwiseLayer:
     epilogue: tuple[EpilogueOp, ...] = ()
     luts: tuple[int, ...] = ()
     """constants offsets of the epilogue's tables (gemm.tables)"""
+    clamp: tuple[int, int] = (-128, 127)
+    """REQUANT's output bounds: a clamp that leads the epilogue (a ReLU6) costs no pass of its own"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
              bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
              epilogue: tuple[EpilogueOp, ...] = ()) -> DepthwiseLayer:
         """Choose the tile shape and place the weights, the bias and the tables in the constants."""
-        epilogue = compact(epilogue)
+        epilogue, clamp = compact(epilogue), (-128, 127)
+        if epilogue and isinstance(epilogue[0], Clamp8):
+            clamp, epilogue = (epilogue[0].lo, epilogue[0].hi), epilogue[1:]
         channels, taps = shape.channels, shape.kh * shape.kw
         per_tap = filters.reshape(channels, taps)
         folded = (bias.astype(np.int64) - x_zero * per_tap.astype(np.int64).sum(axis=1) + (1 << 31)) % (1 << 32) \
@@ -122,7 +127,7 @@ class DepthwiseLayer:
             shape, source, result, add_constant(np.ascontiguousarray(per_tap.T).astype(np.int8).tobytes()),
             add_constant(folded.astype("<i4").tobytes()),
             add_constant(requant.table()) if requant.per_channel else 0, requant, x_zero, rows, block, epilogue,
-            tuple(add_constant(t.table) for t in tables(epilogue)))
+            tuple(add_constant(t.table) for t in tables(epilogue)), clamp)
 
     def workload(self) -> Workload:
         """The roofline's work (isa/roofline.py): taps MACs per output element at vector-lane width, every
@@ -202,5 +207,5 @@ class DepthwiseLayer:
         per_channel = r.per_channel
         return ("CONFIG_REQUANT", dict(
             multiplier=0 if per_channel else int(r.multipliers[0]), shift=0 if per_channel else int(r.shifts[0]),
-            zero_point=r.zero, clamp_lo=-128, clamp_hi=127, per_channel=int(per_channel),
+            zero_point=r.zero, clamp_lo=self.clamp[0], clamp_hi=self.clamp[1], per_channel=int(per_channel),
             table=8 * c0 if per_channel else 0, bias_row=1, bias=c0))
