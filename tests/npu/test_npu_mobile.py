@@ -5,7 +5,8 @@ residual Add) must compile into convolution layers only: the ReLU6's Min and the
 the epilogue of the (grouped) convolution that produces them, and no layout Copy appears between
 layers that all read and write channels-innermost images. ShuffleNet's channel shuffle (Reshape,
 Transpose, Reshape) must move no byte: the convolution before it writes its channels in shuffled
-order. Each case runs in checked mode and must give the reference evaluator's bytes on the quantized
+order. A convolution whose only use is a channel Concat writes its slice of the Concat's result.
+Each case runs in checked mode and must give the reference evaluator's bytes on the quantized
 graph.
 """
 from __future__ import annotations
@@ -99,3 +100,18 @@ def test_depthwise_runs_on_the_vector_engine(c, hw, k, stride, dilation, residua
     oh = (hw + 2 * dilation * (k // 2) - dilation * (k - 1) - 1) // stride + 1
     vmacs = sum(i.mnemonic == "VMAC" for i in npu.compiled.binary.instructions)
     assert vmacs == k * k * oh * -(-c // layer.block)  # a tap per output row and channel block
+
+
+def fire_module(c: int = 16, hw: int = 12):
+    """SqueezeNet's fire module: its two expand convolutions write their channels of the Concat's result."""
+    b = NetBuilder((1, c, hw, hw))
+    squeeze = b.conv(b.conv("x", c, c, 1, 0), c, 8, 1, 0)
+    fire = b.node("Concat", [b.conv(squeeze, 8, 16, 1, 0), b.conv(squeeze, 8, 16, 3, 1)], axis=1)
+    return b.network(b.conv(fire, 32, 8, 1, 0, relu=False))
+
+
+def test_concat_parts_are_written_in_place():
+    npu = assert_bit_exact(fire_module(), config="default")
+    assert "Concat" in {n.kind for n in npu.compiled.function.nodes}
+    assert [layer.name for layer in npu.compiled.layers if layer.kind == "Copy"] == \
+        list(npu.compiled.binary.bindings.outputs)

@@ -143,6 +143,8 @@ class LayerBuilder:
 
     def __post_init__(self) -> None:
         self._relayouts: dict[tuple[NodeValue, bool], DramTensor] = {}
+        self._joined: dict[int, DramTensor] = {}
+        """a channel Concat's result, placed by the first of its parts' layers (`_image_out`)"""
 
     # -- the border ----------------------------------------------------------------------------------
     def _quantize(self, node: Node) -> None:
@@ -170,7 +172,7 @@ class LayerBuilder:
         x = self.laid_out(node.input, nhwc=True)
         epilogue, end = self._epilogue(rescale.result())
         order, end = self._shuffled(end, epilogue)
-        out = self._new(end, nhwc=True)
+        out = self._image_out(end)
         self.values[end] = out
         n, c, h, w = node.input.type.shape
         _, oc, oh, ow = node.type.shape
@@ -273,7 +275,7 @@ class LayerBuilder:
         x = self.laid_out(node.input, nhwc=True)
         epilogue, end = self._epilogue(rescale.result())
         order, end = self._shuffled(end, epilogue)
-        out = self._new(end, nhwc=True)
+        out = self._image_out(end)
         self.values[end] = out
         requant = requant_params(rescale.input, rescale.result(), node.type.shape[1], f"'{rescale.name}'")
         _, c, h, w = node.input.type.shape
@@ -388,10 +390,11 @@ class LayerBuilder:
 
     def _pool(self, node: Node) -> None:
         x = self.laid_out(node.input, nhwc=True)
-        out = self._new(node.result(), nhwc=True)
+        whole = whole_image_window(node)
+        out = self._new(node.result(), nhwc=True) if whole else self._image_out(node.result())
         self.values[node.result()] = out
         n, c, h, w = node.input.type.shape
-        if whole_image_window(node):
+        if whole:
             count = DramTensor(f"{node.name}/count", (1,), (4,), "constants",
                                self.add_constant(np.int32(h * w).astype("<i4").tobytes()), itemsize=4)
             op = "max" if node.kind == "MaxPool" else "avg"
@@ -452,12 +455,28 @@ class LayerBuilder:
         self._copy(node.name, view, out)
 
     def _concat(self, node: Node) -> None:
+        """Each part copied into its slice of the result, except the parts their layers wrote there already."""
         parts = [self.tensor(v) for v in node.inputs]
         nhwc = len(node.type.shape) == 4 and all(p.is_nhwc() for p in parts)
-        out = self._new(node.result(), nhwc)
+        out = self._joined.get(id(node)) or self._new(node.result(), nhwc)
         self.values[node.result()] = out
         start = 0
         for k, (value, part) in enumerate(zip(node.inputs, parts)):
             size = value.type.shape[node.axis]
-            self._copy(f"{node.name}/{k}", part, out.sliced(node.axis, start, size))
+            target = out.sliced(node.axis, start, size)
+            if not (part.region == target.region and part.offset == target.offset and part.same_layout(target)):
+                self._copy(f"{node.name}/{k}", part, target)
             start += size
+
+    def _image_out(self, value: NodeValue) -> DramTensor:
+        """Where a layer that writes NHWC images through strides (a convolution, a pooling) puts `value`: in its
+        slice of the channel Concat that is its only use, so the Concat copies nothing; else on its own."""
+        users = list(value.node.users)
+        concat = users[0] if len(users) == 1 and users[0].kind == "Concat" else None
+        if concat is None or len(concat.type.shape) != 4 or concat.axis % 4 != 1 or \
+                sum(v == value for v in concat.inputs) != 1:
+            return self._new(value, nhwc=True)
+        if id(concat) not in self._joined:
+            self._joined[id(concat)] = self._new(concat.result(), nhwc=True)
+        start = sum(v.type.shape[1] for v in concat.inputs[:list(concat.inputs).index(value)])
+        return self._joined[id(concat)].sliced(1, start, value.type.shape[1], name=value.name)
