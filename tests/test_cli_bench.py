@@ -111,6 +111,9 @@ def test_bench_profile_times_every_kernel(tmp_path, capsys):
     matmuls = [s for s in steps if s["kinds"].startswith("MatMul")]
     gemms = [n for n in model.graph.node if n.op_type == "Gemm"]
     assert len(matmuls) == len(gemms) and all(s["flops"] > 0 and s["ms"] > 0 for s in matmuls)
+    # each named after the model's Gemm it computes (its name, or its first output's when it has none)
+    assert sorted((s["onnx_node"], s["onnx_op"]) for s in matmuls) == sorted((g.name or g.output[0], "Gemm")
+                                                                               for g in gemms)
 
 
 def test_bench_profile_needs_the_cpu_target(tmp_path, capsys):

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..graph.function import Function
-from ..graph.node import Node, Storage
+from ..graph.node import Node, Origin, Storage
 
 if TYPE_CHECKING:
     from ..compiler.ir.program import Program
@@ -80,6 +80,8 @@ class CompiledFunction(ABC):
         self.schedule_report: ScheduleReport | None = None  # set by the compile pipeline
         self.quantization_report: QuantizationReport | None = None  # set by the pipeline when it quantizes
         self.program: Program | None = None  # set by backends that compile through the low-level IR
+        self.origins: dict[str, Origin] = {n.name: n.origin for n in function.nodes if n.origin is not None}
+        """Node name -> the model (ONNX) node it came from: reports name kernels and layers by it."""
 
     @abstractmethod
     def execute(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

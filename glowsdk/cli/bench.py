@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
-import onnx
 
 from ..errors import GlowError
 from ..files import check_writable_file, write_text
 from . import options, partition_report
 
 if TYPE_CHECKING:
+    import onnx
     from ..compiler.partition.hetero import PartitionedFunction
 
 AGREEMENT = 1e-3
@@ -79,6 +79,8 @@ def onnxruntime_runner(proto: onnx.ModelProto, threads: int) -> Callable[[Mappin
     except ImportError:
         raise GlowError("--peer onnxruntime: onnxruntime is not installed (pip install onnxruntime; "
                         "it is a benchmark extra, not a glowsdk dependency)") from None
+    import onnx
+
     model = onnx.ModelProto()
     model.CopyFrom(proto)
     initializers = {t.name for t in model.graph.initializer}

@@ -166,8 +166,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"wrote {report_page}")
     if getattr(compiled, "from_cache", False):
         print("machine code loaded from the compile cache (--no-cache compiles afresh)")
-    if args.o:
-        print(f"wrote {args.o}")
+    for path in (args.dump_llvm, args.dump_asm, args.o):
+        if path:
+            print(f"wrote {path}")
     if args.bundle:
         from ..backends.cpu.bundle import write_bundle
 
@@ -292,6 +293,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
     text = format_dot(network.function) if args.format == "dot" else format_function(network.function)
     if args.o:
         write_text(args.o, text + "\n", "-o")
+        print(f"wrote {args.o}")
     else:
         print(text)
     return 0

@@ -43,6 +43,7 @@ def cmd_scalesim(args: argparse.Namespace) -> int:
         from dataclasses import asdict
         write_text(args.json, json.dumps({"config": asdict(config), "seconds": seconds,
                                           "layers": [asdict(r) for r in results]}, indent=1), "--json")
+        print(f"wrote {args.json}")
     return 0
 
 

@@ -140,6 +140,7 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
     _print(report)
     if args.json:
         write_text(args.json, json.dumps(report, indent=1) + "\n", "--json")
+        print(f"wrote {args.json}")
     return 0 if not mismatches else 1
 
 

@@ -23,20 +23,23 @@ CALIBRATION_SECONDS = 0.05
 
 @dataclass(frozen=True)
 class StepTime:
-    """One step's share of a run: its name and kinds, milliseconds per run, FLOP per run."""
+    """One step's share of a run: its name and kinds, milliseconds per run, FLOP per run, and the model
+    (ONNX) node it computes with that node's op type ("-" and "" when it comes from none)."""
 
     name: str
     kinds: str
     milliseconds: float
     flops: int
+    node: str = "-"
+    op: str = ""
 
     @property
     def gflops(self) -> float | None:
         return self.flops / self.milliseconds / 1e6 if self.flops and self.milliseconds else None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"step": self.name, "kinds": self.kinds, "ms": self.milliseconds, "flops": self.flops,
-                "gflops": self.gflops}
+        return {"onnx_node": self.node, "onnx_op": self.op, "step": self.name, "kinds": self.kinds,
+                "ms": self.milliseconds, "flops": self.flops, "gflops": self.gflops}
 
 
 def instruction_flops(instr: Any) -> int:
@@ -71,9 +74,19 @@ def profile_steps(compiled: Any, feeds: Mapping[str, np.ndarray], runs: int = 10
         compiled.execute(feeds)
     rate = cycles_per_second(compiled)
     times = [StepTime(step.name, "+".join(i.kind for i in step.instrs), 1e3 * counters[i] / rate / runs,
-                      sum(instruction_flops(instr) for instr in step.instrs))
+                      sum(instruction_flops(instr) for instr in step.instrs), *_model_node(compiled, step.instrs))
              for i, step in enumerate(compiled.steps)]
     return sorted(times, key=lambda t: -t.milliseconds)
+
+
+def _model_node(compiled: Any, instrs: list) -> tuple[str, str]:
+    """The model node a step computes: that of its first instruction that came from one (a fused
+    step's head, the Conv or MatMul, comes first)."""
+    for instr in instrs:
+        origin = getattr(compiled, "origins", {}).get(instr.name)
+        if origin is not None:
+            return origin.name, origin.op_type
+    return "-", ""
 
 
 def format_profile(times: list[StepTime], top: int = 25) -> str:
@@ -81,7 +94,7 @@ def format_profile(times: list[StepTime], top: int = 25) -> str:
     from ...table import format_table
 
     total = sum(t.milliseconds for t in times) or 1.0
-    rows = [[t.name, t.kinds, f"{t.milliseconds:.3f}", f"{100 * t.milliseconds / total:.1f}",
+    rows = [[t.node, t.op, t.name, t.kinds, f"{t.milliseconds:.3f}", f"{100 * t.milliseconds / total:.1f}",
              f"{t.gflops:.1f}" if t.gflops else ""] for t in times[:top]]
     by_kind: dict[str, list[StepTime]] = {}
     for t in times:
@@ -93,5 +106,7 @@ def format_profile(times: list[StepTime], top: int = 25) -> str:
         kind_rows.append([kind, len(steps), f"{ms:.3f}", f"{100 * ms / total:.1f}",
                           f"{flops / ms / 1e6:.1f}" if flops and ms else ""])
     kind_rows.append(["TOTAL", len(times), f"{total:.3f}", "100.0", ""])
-    return (format_table(["step", "kinds", "ms/run", "%", "GFLOP/s"], rows) + "\n\n"
+    return (format_table(["ONNX node", "op", "step", "kinds", "ms/run", "%", "GFLOP/s"], rows,
+                         "ONNX node: the model node the step computes (its first); step: the kernel; kinds: "
+                         "the instructions fused into it; %: of the run") + "\n\n"
             + format_table(["first kind", "steps", "ms/run", "%", "GFLOP/s"], kind_rows))
