@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import GlowError
 from ..files import check_writable_file, write_text
 from ..progress import Progress, progress
+from ..table import format_table
 from . import options
 
 DEVICE_KINDS = ("npu", "cpu")
@@ -152,20 +153,19 @@ def _percentiles(values: list[float]) -> dict[str, float]:
 
 def _print(report: dict) -> None:
     print(f"{report['requests']} requests, concurrency {report['concurrency']}, devices {report['devices']}")
-    print("partitions:")
-    for p in report["partitions"]:
-        ops = ", ".join(f"{k} x{n}" for k, n in p["ops"].items()) or "conversions only"
-        print(f"  {p['partition']}  {p['kind']:<3} ({p['backend']})  {p['memory_bytes']} B  after {p['depends'] or '-'}"
-              f"  on {', '.join(p['devices'])}  [{ops}]")
+    rows = [[p["partition"], p["kind"], p["backend"], f"{p['memory_bytes']:,}",
+             ", ".join(map(str, p["depends"])) or "-", ", ".join(p["devices"]),
+             ", ".join(f"{k} x{n}" for k, n in p["ops"].items()) or "conversions only"] for p in report["partitions"]]
+    print(format_table(["partition", "kind", "backend", "memory (B)", "after", "devices", "ops"], rows))
     print(f"throughput: {report['throughput_per_s']:.1f} req/s wall; {report['device_throughput_per_s']:.1f} req/s "
           f"device time (requests / busiest device's busy time)")
     for what in ("wall", "device"):
         lat = report[f"latency_{what}"]
         print(f"latency ({what}): p50 {_ms(lat['p50'])}, p99 {_ms(lat['p99'])}, mean {_ms(lat['mean'])}")
-    for d in report["device_stats"]:
-        clock = "simulated" if d["kind"] == "npu" else "wall"
-        print(f"  {d['device']:<6} runs {d['runs']:>6}  failures {d['failures']}  busy {_ms(d['busy_seconds'])} "
-              f"({clock})  utilisation {d['utilisation']:.0%} of the busiest")
+    rows = [[d["device"], f"{d['runs']:,}", d["failures"], f"{d['busy_seconds'] * 1e3:.3f}",
+             "simulated" if d["kind"] == "npu" else "wall", f"{d['utilisation']:.0%}"] for d in report["device_stats"]]
+    print(format_table(["device", "runs", "failures", "busy (ms)", "clock", "utilisation"], rows,
+                       "utilisation: busy time against the busiest device's"))
     if report["mismatches"] is not None:
         print(f"check: {report['mismatches']} of {report['requests']} responses differ from the interpreter")
     print(f"retries: {report['retries']}")
