@@ -118,7 +118,12 @@ def main() -> int:
     parser.add_argument("--venv", default="/work/scalesim-venv", help="SCALE-Sim's virtualenv")
     parser.add_argument("--quick", action="store_true", help="a few cases only")
     parser.add_argument("--json", metavar="FILE", help="write every case's numbers as JSON")
+    parser.add_argument("--markdown", metavar="FILE", help="write the tables as Markdown (vendor_guide/scalesim.md)")
+    parser.add_argument("--from-json", metavar="FILE", help="render --markdown from an earlier --json, running nothing")
     args = parser.parse_args()
+    if args.from_json:
+        Path(args.markdown or "/dev/stdout").write_text(markdown(json.loads(Path(args.from_json).read_text())))
+        return 0
     venv = Path(args.venv)
     if not (venv / "bin" / "python").exists():
         print(f"scalesim_compare: no virtualenv at {venv} (see this script's docstring)", file=sys.stderr)
@@ -132,6 +137,8 @@ def main() -> int:
             print(f"[{n}/{len(todo)}] {label}", file=sys.stderr, flush=True)
             r = run_case(venv, label, cfg, topo, overrides, Path(tmp))
             results.append(r)
+            if args.json:  # after every case, so that an interrupted run keeps what it measured
+                Path(args.json).write_text(json.dumps(results, indent=1))
             worst = max(abs(e) for e in r["error_percent"])
             print(f"{label:<34} {len(r['error_percent']):>6} {worst:>11.3f} {r['scalesim_seconds']:>11.2f} "
                   f"{r['glowsdk_seconds']:>9.2f} {r['scalesim_seconds'] / r['glowsdk_seconds']:>7.1f}x   {'':>17} "
@@ -150,7 +157,32 @@ def main() -> int:
           f"{fast_sim:.1f} s ({slow_sim / fast_sim:.1f}x)")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(results))
     return 0
+
+
+def markdown(results: list[dict]) -> str:
+    """Per case: layers, worst error, both tools' times; then every layer's Total Cycles."""
+    lines = ["| case | layers | worst abs. error | SCALE-Sim (s) | glowsdk (s) | speed-up | SCALE-Sim simulation (s) | "
+             "glowsdk simulation (s) | speed-up |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['case']} | {len(r['error_percent'])} | {max(abs(e) for e in r['error_percent']):.3f} % | "
+                     f"{r['scalesim_seconds']:.2f} | {r['glowsdk_seconds']:.2f} | "
+                     f"{r['scalesim_seconds'] / r['glowsdk_seconds']:.1f}x | {r['scalesim_simulation_seconds']:.2f} | "
+                     f"{r['glowsdk_simulation_seconds']:.2f} | "
+                     f"{r['scalesim_simulation_seconds'] / r['glowsdk_simulation_seconds']:.0f}x |")
+    slow, fast = sum(r["scalesim_seconds"] for r in results), sum(r["glowsdk_seconds"] for r in results)
+    slow_sim = sum(r["scalesim_simulation_seconds"] for r in results)
+    fast_sim = sum(r["glowsdk_simulation_seconds"] for r in results)
+    lines.append(f"| **all {len(results)} cases** | {sum(len(r['error_percent']) for r in results)} | "
+                 f"{max(abs(e) for r in results for e in r['error_percent']):.3f} % | {slow:.1f} | {fast:.1f} | "
+                 f"{slow / fast:.1f}x | {slow_sim:.1f} | {fast_sim:.1f} | {slow_sim / fast_sim:.0f}x |")
+    lines += ["", "| case | layer | SCALE-Sim Total Cycles | glowsdk Total Cycles | error |", "|---|---|---|---|---|"]
+    for r in results:
+        for i, (s, o, e) in enumerate(zip(r["scalesim_cycles"], r["glowsdk_cycles"], r["error_percent"])):
+            lines.append(f"| {r['case']} | {i} | {s:,} | {o:,} | {e:.3f} % |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -134,8 +134,9 @@ class WriteBuffer:
         self.words_written += words
         self.free += words
         self.drained_lines += len(batch)
-        self.dram_start = start + 1 if self.dram_start is None else self.dram_start
-        self.dram_stop = start + len(batch)
+        # a line a cycle from `start`; v3's write port adds no latency
+        self.dram_start = start if self.dram_start is None else self.dram_start
+        self.dram_stop = start + len(batch) - 1
         return self.dram_stop
 
     def absorbs(self, count: int) -> bool:

@@ -10,6 +10,7 @@ cycle, as v3 does) is timed.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Callable
 
@@ -41,6 +42,12 @@ class LayerResult:
     """(start cycle, stop cycle, words) of the ifmap reads, filter reads and ofmap writes."""
 
 
+def _first(flags: np.ndarray, start: int, none: int) -> int:
+    """The first index >= start where `flags` is set, or `none`."""
+    hit = np.flatnonzero(flags[start:])
+    return start + int(hit[0]) if len(hit) else none
+
+
 def simulate_layer(layer: Layer, config: ScaleConfig, progress: Callable[[int, int], None] | None = None) -> LayerResult:
     """Run one layer; `progress(done, total)` is called per fold."""
     r, c = config.rows, config.cols
@@ -68,32 +75,50 @@ def simulate_layer(layer: Layer, config: ScaleConfig, progress: Callable[[int, i
         reads[1] += int((fold.filter != IDLE).sum())
         writes += int(counts.sum()) + (r + c if config.dataflow == "os" else 0)
         base = line
-        missing = [reader.misses(b) for reader, b in zip(readers, blocks)] if user else None
-        busy = counts > 0
-        if user:
-            busy = busy | missing[0] | missing[1]
-        if not (user and (missing[0].any() or missing[1].any())) and writer.absorbs(int(counts.sum())):
-            writer.absorb(int(counts.sum()))  # no miss, no drain: the fold runs without a stall
-            busy = np.zeros_like(busy)
-        for i in np.flatnonzero(busy):
-            cycle = base + int(i) + stalls
-            worst = writer.serve(int(counts[i]), cycle)
-            out_max = max(out_max, cycle + worst)
-            if user:
-                for k, reader in enumerate(readers):
-                    if missing[k][i]:
-                        worst = max(worst, reader.serve(blocks[k][i], cycle))
-                        missing[k][i:] = reader.misses(blocks[k][i:])
-                        missing[k][i] = True  # served; later rows were re-checked against the new window
-            stalls += worst
         rows = len(fold.ofmap)
-        last_busy = bool(busy[-1])
+        never = rows
+        missing = [reader.misses(b) for reader, b in zip(readers, blocks)] if user else []
+        fold_start_stalls = stalls
+        busy_rows, stalls_after = [], []
+        writes_total = int(counts.sum())
+        if not any(m.any() for m in missing) and writer.absorbs(writes_total):
+            writer.absorb(writes_total)  # no miss, no drain: the fold runs without a stall
+        else:
+            # Visit the lines that write the ofmap or miss in a read SRAM, in order; a read SRAM's misses are
+            # found again after each of its window moves (a line that hit before may miss after).
+            written = np.flatnonzero(counts)
+            next_miss = [_first(m, 0, never) for m in missing]
+            at = 0
+            while True:
+                i = min([int(written[at]) if at < len(written) else never, *next_miss])
+                if i == never:
+                    break
+                at += at < len(written) and written[at] == i
+                cycle = base + i + stalls
+                worst = writer.serve(int(counts[i]), cycle)
+                out_max = max(out_max, cycle + worst)
+                for k, reader in enumerate(readers if user else ()):
+                    if next_miss[k] == i:
+                        worst = max(worst, reader.serve(blocks[k][i], cycle))
+                        missing[k][i + 1:] = reader.misses(blocks[k][i + 1:])
+                        next_miss[k] = _first(missing[k], i + 1, never)
+                stalls += worst
+                busy_rows.append(i)
+                stalls_after.append(stalls)
+
+        def issued(row: int) -> int:
+            """The cycle line `row` of this fold was issued: its index plus the stalls of the lines before it."""
+            before = bisect_left(busy_rows, row)
+            return base + row + (stalls_after[before - 1] if before else fold_start_stalls)
+
+        last_busy = bool(busy_rows) and busy_rows[-1] == rows - 1
         for k in range(3):
             hit = np.flatnonzero(used[k])
             if len(hit):
-                # the request cycle of a line is its index plus the stalls before it; v3 reports these bounds
-                first_use[k] = base + int(hit[0]) if first_use[k] is None else first_use[k]
-                last_use[k] = base + int(hit[-1]) + stalls
+                # v3 reports when the first and last request were served: a read one cycle after issue
+                served = 1 if k < 2 else 0
+                first_use[k] = issued(int(hit[0])) + served if first_use[k] is None else first_use[k]
+                last_use[k] = issued(int(hit[-1])) + served
         line += rows
         macs = fold.rows_used * fold.cols_used
         mapping.append(macs / (r * c))
