@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 import weakref
-from typing import Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from tqdm import tqdm
 
@@ -72,7 +72,7 @@ class Progress:
             _TICKER.discard(self._bar)
         self._bar.close()
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -80,7 +80,7 @@ class Progress:
 
 
 def progress(items: Iterable[T], what: str, total: int | None = None, unit: str = "step",
-             label=None) -> Iterator[T]:
+             label: Callable[[T], object] | None = None) -> Iterator[T]:
     """`items`, counted on a bar; `label(item)` names the item being worked on."""
     if total is None and hasattr(items, "__len__"):
         total = len(items)  # type: ignore[arg-type]

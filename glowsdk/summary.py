@@ -15,9 +15,9 @@ import numpy as np
 
 from .api import Network
 from .backends.base import Backend
+from .compiler.lowering import lower_function
 from .compiler.partition.cost import node_macs
 from .compiler.partition.placement import FALLBACK, compute_nodes, supported_sides
-from .compiler.lowering import lower_function
 from .compiler.passes import PassManager
 from .compiler.pipeline import prepare_function
 from .graph.function import Function
@@ -133,7 +133,8 @@ def _interpreter() -> Backend:
     return get_backend("interpreter")
 
 
-def target_support(network: Network, name: str, backend: Backend, quantize, layers: set[Origin]) -> TargetSupport:
+def target_support(network: Network, name: str, backend: Backend, quantize: Callable[[Network], object],
+                   layers: set[Origin]) -> TargetSupport:
     """Which of the model's nodes `backend` runs, decided on the graph it would see (lowered, quantized)."""
     how = ""
     quantization = None

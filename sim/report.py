@@ -14,7 +14,6 @@ from .architect import format_architect
 from .machine import STALLS
 from .results import LayerRow, SimResult
 
-
 LAYER_LEGEND = (
     "ONNX node: the model node the layer implements ('-' for one the compiler added, such as the copy to an "
     "output); layer, kind: the binary's debug range; util: MACs / (cycles x the array's MAC/cycle); "
