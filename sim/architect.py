@@ -94,8 +94,14 @@ SHORT = {"dram_bandwidth": "DRAM bw", "dram_latency": "DRAM lat", "matrix": "mat
          "dispatch": "dispatch"}
 
 
-def format_architect(report: dict[str, Any]) -> str:
-    """Energy and area headline, then per layer: energy by component; access counts and matrix-engine stalls."""
+def format_architect(report: dict[str, Any], origins: dict[str, tuple[str, str]] | None = None) -> str:
+    """Energy and area headline, then per layer: energy by component; access counts and matrix-engine stalls.
+    `origins` (layer -> ONNX node, op) names each layer after the model's node, as the other tables do."""
+    origins = origins or {}
+
+    def named(row: dict) -> list[str]:
+        return [origins.get(row["name"], ("-", ""))[0], row["name"]]
+
     e, a = report["energy_pj"], report["area_mm2"]
     lines = [f"energy        {e['total'] / 1e9:.4g} mJ per inference ({report['energy_table']['node']}; leakage not "
              f"modelled); uJ: " + ", ".join(f"{c} {_uj(e[c])}" for c in COMPONENTS)]
@@ -105,8 +111,8 @@ def format_architect(report: dict[str, Any]) -> str:
     lines += [f"area          {a['total']:.3f} mm^2: " + ", ".join(f"{k} {v:.3f}" for k, v in a.items() if k != "total"),
               ""]
     layers = report["layers"]
-    lines.append(format_table(["layer", "energy (uJ)", *(f"{c} (uJ)" for c in COMPONENTS)],
-                              [[r["name"], _uj(r["energy_pj"]["total"]), *(_uj(r["energy_pj"][c]) for c in COMPONENTS)]
+    lines.append(format_table(["ONNX node", "layer", "energy (uJ)", *(f"{c} (uJ)" for c in COMPONENTS)],
+                              [[*named(r), _uj(r["energy_pj"]["total"]), *(_uj(r["energy_pj"][c]) for c in COMPONENTS)]
                                for r in layers]))
     rows = []
     for row in layers:
@@ -116,9 +122,9 @@ def format_architect(report: dict[str, Any]) -> str:
             return f"{sum(sum(acc.get(m, {}).get(direction, {}).values()) for m in memories):,}"
 
         stalls = row["stall_cycles"].get("matrix", {})
-        rows.append([row["name"], moved(("spad", "acc"), "read"), moved(("spad", "acc"), "write"),
+        rows.append([*named(row), moved(("spad", "acc"), "read"), moved(("spad", "acc"), "write"),
                      moved(("dram",), "read"), moved(("dram",), "write"), *(f"{stalls.get(c, 0):,}" for c in CAUSES)])
-    lines += ["", format_table(["layer", "SRAM read (B)", "SRAM written (B)", "DRAM read (B)", "DRAM written (B)",
+    lines += ["", format_table(["ONNX node", "layer", "SRAM read (B)", "SRAM written (B)", "DRAM read (B)", "DRAM written (B)",
                                 *(f"stall: {SHORT[c]}" for c in CAUSES)], rows,
                                "stall: the matrix engine's stall cycles by root cause (a wait on a semaphore is booked "
                                "to what the signalling\ninstruction waited for, sim/stalls.py); `--report json` has "

@@ -84,7 +84,7 @@ def format_text(result: SimResult) -> str:
     lines.append(f"  simulator     {result.wall_seconds:.2f} s, {s['simulator']['instructions_per_second']:,.0f} "
                  f"instructions/s")
     lines += ["", unit_table(result), "", layer_table(result)]
-    lines += ["", format_architect(result.architect())]
+    lines += ["", format_architect(result.architect(), result.origins)]
     return "\n".join(lines)
 
 

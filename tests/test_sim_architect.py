@@ -81,3 +81,16 @@ def test_every_table_entry_is_documented() -> None:
 
     doc = (Path(__file__).resolve().parents[1] / "vendor_guide" / "energy_area.md").read_text()
     assert [f.name for f in fields(EnergyTable) if f"`{f.name}`" not in doc] == []
+
+
+def test_text_and_json_reports_carry_it() -> None:
+    import json
+
+    from sim.report import format_json, format_text
+
+    result = run()
+    text = format_text(result)
+    assert "pJ/MAC" in text and "area" in text and "stall: DRAM bw" in text
+    report = json.loads(format_json(result))["architect"]
+    assert report["layers"][0]["stall_cycles"]["matrix"]["dram_bandwidth"] > 0
+    assert set(report["energy_pj"]) == {"total", "matrix", "vector", "scratchpad", "accumulator", "dram", "dma"}
