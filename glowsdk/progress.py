@@ -26,6 +26,13 @@ def interactive() -> bool:
     return bool(getattr(stream, "isatty", None) and stream.isatty())
 
 
+def _format(total: int | None, unit: str) -> str:
+    """A bar with a known total; else the count (none for a one-step bar, `unit` ""), the label, the time."""
+    if total:
+        return "{desc}: {n_fmt}/{total_fmt} {unit} |{bar:20}| {elapsed}{postfix}"
+    return "{desc}{postfix} ({elapsed})" if not unit else "{desc}: {n_fmt} {unit}{postfix} ({elapsed})"
+
+
 def _terminal_columns() -> int:
     try:
         return os.get_terminal_size(sys.stderr.fileno()).columns
@@ -36,7 +43,8 @@ def _terminal_columns() -> int:
 class Progress:
     """A bar for `what`, fed `(done, total, label)`; a context manager, quiet off a terminal.
 
-    `total` may be unknown (None): the bar then counts and shows the step's label.
+    `total` may be unknown (None): the bar then counts `unit`s (or, with `unit` "", only shows the
+    label of the step it is on) and the time taken.
     """
 
     def __init__(self, what: str, total: int | None = None, unit: str = "step") -> None:
@@ -44,8 +52,7 @@ class Progress:
         self._bar = tqdm(total=total, desc=what, unit=unit, file=sys.stderr, disable=not interactive(),
                          leave=False, dynamic_ncols=sized, ncols=None if sized else 80,
                          nrows=None if sized else 24, mininterval=0.1,
-                         bar_format="{desc}: {n_fmt}/{total_fmt} {unit} |{bar:20}| {elapsed}{postfix}"
-                         if total else "{desc}: {n_fmt} {unit} {elapsed}{postfix}")
+                         bar_format=_format(total, unit))
         if not self._bar.disable:
             _TICKER.add(self._bar)
 
@@ -55,6 +62,7 @@ class Progress:
             return
         if total is not None and total != bar.total:
             bar.total = total
+            bar.bar_format = _format(total, bar.unit)
         bar.set_postfix_str(label[:60], refresh=False)
         bar.update(done - bar.n)
 

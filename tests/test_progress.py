@@ -50,11 +50,11 @@ def test_main_job_shows_every_step_on_a_terminal(tmp_path):
     (tmp_path / "net.onnx").write_bytes(builder.model(out).SerializeToString())
     compiled = _under_pty(["compile", "net.onnx", "--target", "npu", "--fallback", "none", "-o", "net.npub"], tmp_path)
     # each step a bar: the model's loading, the random calibration (its own interpreter compile), the npu compile
-    for step in ("loading: ", "calibrating: ", "compiling for interpreter: ", "compiling for npu: "):
+    for step in ("loading, net.onnx (", "calibrating: ", "compiling for interpreter", "compiling for npu"):
         assert step in compiled, step
     assert "wrote net.npub" in compiled
     simulated = _under_pty(["simulate", "net.npub"], tmp_path)
-    for step in ("reading: ", "simulating: "):
+    for step in ("reading, net.npub (", "simulating: "):
         assert step in simulated, step
 
 
@@ -71,7 +71,7 @@ def test_an_open_bar_is_redrawn_while_its_step_reports_nothing(monkeypatch):
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     monkeypatch.setattr(progress, "TICK_SECONDS", 0.01)
-    with progress.Progress("long step", None) as bar:
+    with progress.Progress("long step", None, "") as bar:
         bar.label("one call")
         drawn = len(terminal.getvalue())
         for _ in range(500):  # no update is made: only the ticker can write
@@ -79,7 +79,7 @@ def test_an_open_bar_is_redrawn_while_its_step_reports_nothing(monkeypatch):
                 break
             time.sleep(0.01)
         assert len(terminal.getvalue()) > drawn
-    assert "long step: " in terminal.getvalue() and "one call" in terminal.getvalue()
+    assert "long step, one call (" in terminal.getvalue()
 
 
 @pytest.mark.parametrize("sized", [False, True])

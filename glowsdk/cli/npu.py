@@ -55,7 +55,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from sim.energy import load_energy_table
 
         energy = load_energy_table(args.energy_table)
-    with Progress("reading", None, "file") as bar:
+    with Progress("reading", None, "") as bar:
         bar.label(args.file)
         binary, config = load_binary(args.file, args.config)
     feeds = dict(options.load_input(s) for s in args.input)

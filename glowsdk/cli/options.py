@@ -172,6 +172,6 @@ def load_network(args: argparse.Namespace):
     from .. import api
 
     shapes = dict(parse_shape(s) for s in args.input_shape)
-    with Progress("loading", None, "model") as bar:
+    with Progress("loading", None, "") as bar:
         bar.label(args.model)
         return api.load(args.model, input_shapes=shapes, batch=args.batch, random_weights=args.random_weights)

@@ -112,7 +112,7 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
         # the host's provisioner, with the fallback asked for (the same devices and NPU preset)
         host.provisioner = Provisioner(host.devices, host.provisioner.npu_config, host.provisioner.max_replicas,
                                        fallback=FALLBACKS[args.fallback])
-        with Progress("provisioning", None, "step") as bar:
+        with Progress("provisioning", None, "") as bar:
             bar.label("partitioning and compiling for the devices")
             plan = host.add_network("model", network, quantization)
         inputs = [network.random_inputs(args.seed + i) for i in range(min(args.requests, args.distinct_inputs))]

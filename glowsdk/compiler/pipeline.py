@@ -60,7 +60,7 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
     fallbacks = [f for f in fallbacks if f.name != backend.name]
     options = _check_options(backend, fallbacks, options)
     backend.compile_options = options
-    with Progress(f"compiling for {backend.name}", None, "stage") as bar:
+    with Progress(f"compiling for {backend.name}", None, "") as bar:
         bar.label("copying the graph")
         hook = _showing_steps(bar, backend, quantization is not None, on_stage or (lambda stage, fn: None))
         return _compile(function, backend, options, passes or PassManager(), hook, verify_each, instrument,
