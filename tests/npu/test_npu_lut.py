@@ -64,27 +64,30 @@ def test_the_table_is_the_float_function_within_one_step(kind, scale, offset):
     assert (ties == 2).all()  # round half to even
 
 
-def _net(kind: str, shape=(1, 8, 10, 10), seed: int = 0) -> glowsdk.api.Network:
-    """conv -> the unary op -> conv, so that the op sits inside an int8 island."""
+def _net(kind: str, shape=(1, 8, 10, 10), seed: int = 0, first_conv: bool = True) -> glowsdk.api.Network:
+    """conv -> the unary op -> conv, so that the op sits inside an int8 island (without the first conv the op
+    reads the input, and is a layer of its own)."""
     b = NetBuilder(shape, seed=seed)
-    x = b.conv("x", shape[1], 16, relu=False)
+    x = b.conv("x", shape[1], 16, relu=False) if first_conv else "x"
     y = b.node("Mul", [x, b.node("Sigmoid", [x])]) if kind == "Silu" else b.node(kind, [x])
-    return b.network(b.conv(y, 16, 8, 1, 0, relu=False))
+    return b.network(b.conv(y, 16 if first_conv else shape[1], 8, 1, 0, relu=False))
 
 
 @pytest.mark.parametrize("kind", sorted(ORACLES))
 @pytest.mark.parametrize("config", ["edge", "default"])
-def test_each_unary_kind_is_one_lut_layer_bit_exact(kind, config):
-    npu = assert_bit_exact(_net(kind), config=config)  # runs the binary in checked mode
-    nodes = npu.compiled.function.nodes
-    lookups = [n for n in nodes if n.kind == "TableLookup"]
-    assert len(lookups) == 1 and not any(n.kind in ORACLES for n in nodes)
-    assert [layer.kind for layer in npu.compiled.layers].count("TableLookup") == 1
+def test_each_unary_kind_is_one_table_bit_exact(kind, config):
+    """After a convolution the table is a step of its epilogue; on the input, a layer of its own."""
+    for first_conv in (True, False):
+        npu = assert_bit_exact(_net(kind, first_conv=first_conv), config=config)  # runs the binary in checked mode
+        nodes = npu.compiled.function.nodes
+        lookups = [n for n in nodes if n.kind == "TableLookup"]
+        assert len(lookups) == 1 and not any(n.kind in ORACLES for n in nodes)
+        assert [layer.kind for layer in npu.compiled.layers].count("TableLookup") == (0 if first_conv else 1)
 
 
 def test_a_long_tensor_streams_in_several_chunks():
     """96 x 96 x 16 bytes: five chunks of 32 KiB, so both slots are reused."""
-    npu = assert_bit_exact(_net("Gelu", shape=(1, 16, 96, 96), seed=2), config="edge")
+    npu = assert_bit_exact(_net("Gelu", shape=(1, 16, 96, 96), seed=2, first_conv=False), config="edge")
     layer = next(layer for layer in npu.compiled.layers if layer.kind == "TableLookup")
     assert len(layer.body.tiles(lambda t: 0, PRESETS["edge"])) == 5
 

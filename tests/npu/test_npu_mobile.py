@@ -115,3 +115,15 @@ def test_concat_parts_are_written_in_place():
     assert "Concat" in {n.kind for n in npu.compiled.function.nodes}
     assert [layer.name for layer in npu.compiled.layers if layer.kind == "Copy"] == \
         list(npu.compiled.binary.bindings.outputs)
+
+
+@pytest.mark.parametrize("activation", ["HardSwish", "Sigmoid"])
+def test_table_activations_run_in_the_producing_layer(activation):
+    """MobileNetV3's HardSwish, EfficientNet's SiLU gate (a Sigmoid here, as opset 13 spells it): int8 tables applied
+    in the epilogue of the 1x1 and the depthwise convolution before them, no TableLookup layer."""
+    b = NetBuilder((1, 16, 12, 12))
+    wide = b.node(activation, [b.conv("x", 16, 32, 1, 0, relu=False)])
+    dw = b.node("Conv", [wide, b.weight((32, 1, 3, 3)), b.weight((32,))], group=32, pads=[1] * 4)
+    npu = assert_bit_exact(b.network(b.conv(b.node(activation, [dw]), 32, 8, 1, 0, relu=False)), config="default")
+    assert "TableLookup" in {n.kind for n in npu.compiled.function.nodes}
+    assert {layer.kind for layer in npu.compiled.layers} == {"Conv", "Copy"}

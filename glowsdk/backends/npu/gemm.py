@@ -14,8 +14,8 @@ An epilogue (the NPU's operator stacking) applies the element-wise chain that fo
 the graph to each tile while it is still in the scratchpad: int8 Rescales, clamps (a ReLU by a
 constant), and same-type Adds of another tensor (a residual), whose tile is loaded with the
 layer's first input-channel block, itself optionally rescaled on chip first. The intermediate
-tensors of the chain never reach DRAM. Each run of unary steps (Rescales, clamps; an Add's
-operand Rescale) runs as one table lookup (`Lut8`, its table loaded once per layer), so the vector
+tensors of the chain never reach DRAM. Each run of unary steps (Rescales, clamps, table lookups
+such as a HardSwish or SiLU; an Add's operand Rescale) runs as one table lookup (`Lut8`, its table loaded once per layer), so the vector
 engine, which runs the whole chain while the array computes the next tile, makes one pass for it.
 """
 from __future__ import annotations
@@ -115,11 +115,13 @@ class Lut8:
     """entry i: the run's result for the int8 value i - 128"""
 
     @staticmethod
-    def of(ops: Sequence[Rescale8 | Clamp8]) -> Lut8:
+    def of(ops: Sequence[Rescale8 | Clamp8 | Lut8]) -> Lut8:
         q = np.arange(-128, 128, dtype=np.int64)
         for op in ops:
             if isinstance(op, Rescale8):  # VSUBI into int32 (exact for int8), then REQUANT
                 q = requantize(q - op.zero_in, op.multiplier, op.shift, op.zero_out).astype(np.int64)
+            elif isinstance(op, Lut8):  # a TableLookup (a Sigmoid, HardSwish, SiLU...) or a run already made one
+                q = np.frombuffer(op.table, np.int8).astype(np.int64)[q + 128]
             else:
                 q = np.clip(q, op.lo, op.hi)
         return Lut8(q.astype(np.int8).tobytes())
@@ -140,9 +142,9 @@ EpilogueOp = Rescale8 | Clamp8 | Lut8 | AddTensor
 def compact(epilogue: Sequence[EpilogueOp]) -> tuple[EpilogueOp, ...]:
     """The same chain with every run of unary steps as one table, except a lone clamp (CLAMP is one pass too)."""
     out: list[EpilogueOp] = []
-    run: list[Rescale8 | Clamp8] = []
+    run: list[Rescale8 | Clamp8 | Lut8] = []
     for op in [*epilogue, None]:
-        if isinstance(op, (Rescale8, Clamp8)):
+        if isinstance(op, (Rescale8, Clamp8, Lut8)):
             run.append(op)
             continue
         if run:

@@ -24,7 +24,7 @@ from ...graph.nodes import quant
 from ...graph.nodes.lrn_int8 import lrn_table
 from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
-from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Requant, Rescale8
+from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Lut8, Requant, Rescale8
 from .gather import gather_layer
 from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
@@ -213,6 +213,8 @@ class LayerBuilder:
             return None
         if user.kind == "Rescale":
             return _rescale8(user)
+        if user.kind == "TableLookup" and isinstance(user.table.node, Constant):  # a HardSwish, SiLU, Sigmoid...
+            return Lut8(np.asarray(user.table.node.value).astype(np.int8).tobytes())
         if user.kind in ("Max", "Min"):
             other = user.rhs if user.lhs == value else user.lhs
             bound = np.unique(np.asarray(other.node.value)) if isinstance(other.node, Constant) else ()
