@@ -22,6 +22,7 @@ from .compiler.passes import PassManager
 from .compiler.pipeline import prepare_function
 from .graph.function import Function
 from .graph.node import Origin, Storage
+from .progress import Progress
 
 
 @dataclass
@@ -109,21 +110,24 @@ def summarize(network: Network, backends: dict[str, Backend],
         layer.activation_elements = int(np.prod(result.shape, dtype=np.int64))
         layer.activation_bytes = result.nbytes
         layer.output_shape = tuple(result.shape)
-    lowered = function.module.clone().functions[function.name]
-    lower_function(lowered, _interpreter())  # not optimised: a BatchNorm folded into its Conv would take its MACs
-    for node in lowered.nodes:
-        macs = node_macs(node)
-        if macs:
-            origin = _origin(node)
-            layers.setdefault(origin, LayerSummary(origin.name, origin.op_type)).macs += macs
-    histogram = dict(Counter(layer.op_type for layer in layers.values()).most_common())
-    summary = ModelSummary(network.source, [(i.name, str(i.type)) for i in network.inputs],
-                           [(o.name, str(o.type)) for o in network.outputs], parameters, parameter_bytes,
-                           list(layers.values()), histogram)
-    for name, backend in backends.items():
-        if backend.requires_quantization and quantize is None:
-            continue
-        summary.targets.append(target_support(network, name, backend, quantize, set(layers)))
+    with Progress("summarising", len(backends) + 1, "step") as bar:
+        bar.label("counting MACs on the lowered graph")
+        lowered = function.module.clone().functions[function.name]
+        lower_function(lowered, _interpreter())  # not optimised: the MACs the model itself asks for
+        for node in lowered.nodes:
+            macs = node_macs(node)
+            if macs:
+                origin = _origin(node)
+                layers.setdefault(origin, LayerSummary(origin.name, origin.op_type)).macs += macs
+        histogram = dict(Counter(layer.op_type for layer in layers.values()).most_common())
+        summary = ModelSummary(network.source, [(i.name, str(i.type)) for i in network.inputs],
+                               [(o.name, str(o.type)) for o in network.outputs], parameters, parameter_bytes,
+                               list(layers.values()), histogram)
+        for done, (name, backend) in enumerate(backends.items(), start=1):
+            bar(done, label=f"what {name} runs")
+            if backend.requires_quantization and quantize is None:
+                continue
+            summary.targets.append(target_support(network, name, backend, quantize, set(layers)))
     return summary
 
 
