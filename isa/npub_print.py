@@ -13,6 +13,7 @@ import json
 from .asm import format_instr
 from .container import NpuBinary
 from .encoding import encode
+from .origins import origins_from_metadata
 from .sections import DebugRange, TensorInfo
 
 _INDEX_COLUMN = 88
@@ -64,8 +65,9 @@ def format_npub(binary: NpuBinary, name: str) -> str:
               for n, i in binary.bindings.outputs.items()]
     lines += _columns(bound) if bound else ["#   none"]
     lines += ["#", f"# debug ranges ({len(binary.debug)})"]
+    origins = origins_from_metadata(binary.metadata)
     if binary.debug:
-        lines += _columns([[f"{r.start}..{r.stop}", r.name, r.kind] for r in binary.debug])
+        lines += _columns([[f"{r.start}..{r.stop}", r.name, r.kind, _onnx(origins, r.name)] for r in binary.debug])
     lines += ["#", f"# metadata {json.dumps(binary.metadata, sort_keys=True)}", "#",
               f"# instructions ({len(binary.instructions)})"]
     texts = [format_instr(instr) for instr in binary.instructions]
@@ -78,10 +80,17 @@ def format_npub(binary: NpuBinary, name: str) -> str:
         if index == 0 or current is not layer:
             layer = current
             title = f"{layer.name} ({layer.kind})" if layer and layer.kind else layer.name if layer else "(no layer)"
+            if layer and layer.name in origins:
+                title += " from ONNX {1} '{0}'".format(*origins[layer.name])
             span = f": instructions {layer.start}..{layer.stop}" if layer else ""
             lines += ["", f"# == {title}{span}"]
         lines.append(f"{text.ljust(column)}  # {index:>{width}}")
     return "\n".join(lines)
+
+
+def _onnx(origins: dict[str, tuple[str, str]], layer: str) -> str:
+    """The debug-range listing's ONNX column: the model node a layer implements, when the binary says."""
+    return f"<- ONNX {origins[layer][1]} '{origins[layer][0]}'" if layer in origins else ""
 
 
 def _layer_per_instruction(binary: NpuBinary) -> list[DebugRange | None]:

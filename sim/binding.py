@@ -18,6 +18,7 @@ from glowsdk.graph.types import ElemKind
 from isa.config import PRESETS, ArchConfig, config_hash, resolve_config
 from isa.container import NpuBinary, read_npub
 from isa.npub_layout import ELEM_KINDS
+from isa.origins import origins_from_metadata
 from isa.roofline import from_metadata
 from isa.sections import TensorInfo, float32_scale
 
@@ -143,20 +144,6 @@ def run_binary(binary: NpuBinary, config: ArchConfig, inputs: Mapping[str, np.nd
         outputs[name] = dequantize(result.memories.read_dram(tensor.dram_address,
                                                              tensor.elements * tensor.itemsize), tensor)
     return BinaryRun(result, outputs, generated)
-
-
-ORIGINS_KEY = "origins"
-"""Metadata key: layer name -> [ONNX node name, op type], so reports name layers as the user's model does."""
-
-
-def origins_from_metadata(metadata: dict) -> dict[str, tuple[str, str]]:
-    """The metadata's origins (layer name -> [ONNX node name, op type]); names only label reports,
-    so an entry of another form is left out rather than refused."""
-    origins = metadata.get(ORIGINS_KEY)
-    if not isinstance(origins, dict):
-        return {}
-    return {layer: (entry[0], entry[1]) for layer, entry in origins.items()
-            if isinstance(entry, list) and len(entry) == 2 and all(isinstance(e, str) for e in entry)}
 
 
 def load_binary(path: str, config: str | None) -> tuple[NpuBinary, ArchConfig]:

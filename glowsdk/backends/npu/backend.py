@@ -14,7 +14,8 @@ import numpy as np
 
 from isa.config import PRESETS, ArchConfig, resolve_config
 from isa.container import write_npub
-from sim.binding import ORIGINS_KEY, run_binary
+from isa.origins import ORIGINS_KEY
+from sim.binding import run_binary
 
 from ...errors import UnsupportedError, UnsupportedOpsError
 from ...graph.function import Function
