@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import check_writable_file, write_text
+from ..progress import progress
 from . import options, partition_report
 
 if TYPE_CHECKING:
@@ -235,7 +236,7 @@ def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | No
         if settle:
             time.sleep(SETTLE_SECONDS)
         side.loops = runs_per_sample(lambda: run(feeds))
-    for _ in range(repeat):
+    for _ in progress(range(repeat), "timing", unit="sample"):  # on a terminal: one redraw a second, off one none
         for run, side in zip(runners, sides):
             if settle:
                 time.sleep(SETTLE_SECONDS)
