@@ -7,7 +7,7 @@ import os
 import time
 
 from ..errors import GlowError
-from ..files import check_writable_folder, write_text
+from ..files import check_writable_file, check_writable_folder, write_text
 from ..progress import Progress
 
 
@@ -22,6 +22,8 @@ def cmd_scalesim(args: argparse.Namespace) -> int:
     if args.layout is not None and not os.path.isfile(args.layout):
         raise GlowError(f"--layout {args.layout}: no such file")
     check_writable_folder(args.o, "-o")
+    if args.json:
+        check_writable_file(args.json, "--json")
     began = time.perf_counter()
     progress = Progress("scalesim")
     results = []
