@@ -44,11 +44,13 @@ def test_bandwidth_bound_layer_matches_scalesim() -> None:
     assert result.sram_reads == (518400, 663552) and result.sram_writes == 10368
 
 
-@pytest.mark.parametrize("m, n, k, total, stalls", [(300, 48, 70, 19203, 13504), (40, 200, 160, 54567, 47158)])
-def test_small_srams_match_scalesim(m: int, n: int, k: int, total: int, stalls: int) -> None:
-    # SCALE-Sim v3.0.0, GEMM layers on a 16x16 os array with 8/8/1 KiB SRAMs at USER 10 words/cycle: the ofmap
+@pytest.mark.parametrize("dataflow, m, n, k, total, stalls", [
+    ("os", 300, 48, 70, 19203, 13504), ("os", 40, 200, 160, 54567, 47158),
+    ("ws", 128, 128, 128, 52630, 41495), ("ws", 40, 200, 160, 125442, 114263)])
+def test_small_srams_match_scalesim(dataflow: str, m: int, n: int, k: int, total: int, stalls: int) -> None:
+    # SCALE-Sim v3.0.0, GEMM layers on a 16x16 array with 8/8/1 KiB SRAMs at USER 10 words/cycle: the ofmap
     # SRAM drains during the layer and the read windows move within folds
-    config = ScaleConfig("t", 16, 16, 8, 8, 1, "os", (10, 10, 10))
+    config = ScaleConfig("t", 16, 16, 8, 8, 1, dataflow, (10, 10, 10))
     result = simulate_layer(Layer("fc", m, k, 1, k, 1, n, 1), config)
     assert (result.total_cycles, result.stall_cycles) == (total, stalls)
 
