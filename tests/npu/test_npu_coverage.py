@@ -176,3 +176,18 @@ def test_an_accumulator_above_2_mib_compiles_and_runs(tmp_path):
     npu = _bit_exact_on(network, tmp_path, {"preset": "server", "name": "big", "accumulator_bytes": 4 << 20})
     gemm = next(layer.body for layer in npu.compiled.layers if layer.kind == "Conv")
     assert 2 * gemm.tiling.rows * gemm.shape.out_width * gemm.tiling.n >= 1 << 19  # the old placement overflowed
+
+
+def test_the_vector_width_is_a_configuration_parameter(tmp_path):
+    """vector_lanes sets the vector engine's width as array_rows/array_cols set the array's: the network's
+    vector layers (here a channel gate and a global pool) take fewer cycles on more lanes, bit-exact on both."""
+    b = NetBuilder((1, 3, 24, 24))
+    x = b.conv("x", 3, 32, 1, 0)
+    network = b.network(b.conv(_squeeze_excitation(b, x, 32, "Sigmoid"), 32, 8, 1, 0, relu=False))
+    cycles = {}
+    for lanes in (8, 64):
+        (tmp_path / str(lanes)).mkdir()
+        npu = _bit_exact_on(network, tmp_path / str(lanes), {"preset": "edge", "name": "lanes", "vector_lanes": lanes})
+        config = resolve_config(str(tmp_path / str(lanes) / "config.json"))
+        cycles[lanes] = run_binary(npu.compiled.binary, config, network.random_inputs(0)).result.cycles
+    assert cycles[64] < cycles[8]
