@@ -72,8 +72,8 @@ def test_channel_shuffle_is_the_order_the_producer_writes(groups, producer_group
     assert [layer.name for layer in layers if layer.kind == "Copy"] == list(npu.compiled.binary.bindings.outputs)
 
 
-def depthwise_net(c: int, hw: int, k: int, stride: int, dilation: int = 1, residual: bool = False):
-    b = NetBuilder((1, c, hw, hw))
+def depthwise_net(c: int, hw: int, k: int, stride: int, dilation: int = 1, residual: bool = False, batch: int = 1):
+    b = NetBuilder((batch, c, hw, hw))
     stem = b.conv("x", c, c, 1, 0)
     pad = dilation * (k // 2)
     dw = b.node("Conv", [stem, b.weight((c, 1, k, k)), b.weight((c,))], group=c, pads=[pad] * 4,
@@ -84,14 +84,15 @@ def depthwise_net(c: int, hw: int, k: int, stride: int, dilation: int = 1, resid
     return b.network(b.conv(out, c, 8, 1, 0, relu=False))
 
 
-@pytest.mark.parametrize("c,hw,k,stride,dilation,residual,config,per_channel", [
-    (24, 13, 3, 1, 1, True, "default", False),    # ReLU6 and a residual Add in the epilogue
-    (40, 15, 5, 2, 1, False, "edge", True),       # 5x5 stride 2, per-channel weights, odd sizes
-    (16, 12, 3, 1, 2, False, "edge", False),      # dilated
-    (256, 40, 3, 1, 1, False, "edge", False),     # one output row of every channel overflows the accumulator
+@pytest.mark.parametrize("c,hw,k,stride,dilation,residual,config,per_channel,batch", [
+    (24, 13, 3, 1, 1, True, "default", False, 1),    # ReLU6 and a residual Add in the epilogue
+    (40, 15, 5, 2, 1, False, "edge", True, 1),       # 5x5 stride 2, per-channel weights, odd sizes
+    (16, 12, 3, 1, 2, False, "edge", False, 1),      # dilated
+    (256, 40, 3, 1, 1, False, "edge", False, 1),     # one output row of every channel overflows the accumulator
+    (32, 10, 3, 2, 1, False, "server", False, 2),    # a batch of two
 ])
-def test_depthwise_runs_on_the_vector_engine(c, hw, k, stride, dilation, residual, config, per_channel):
-    npu = assert_bit_exact(depthwise_net(c, hw, k, stride, dilation, residual), config=config,
+def test_depthwise_runs_on_the_vector_engine(c, hw, k, stride, dilation, residual, config, per_channel, batch):
+    npu = assert_bit_exact(depthwise_net(c, hw, k, stride, dilation, residual, batch), config=config,
                            per_channel=per_channel)
     [layer] = [layer.body for layer in npu.compiled.layers if type(layer.body).__name__ == "DepthwiseLayer"]
     assert layer.block == c or c == 256 and layer.block < c
@@ -99,7 +100,7 @@ def test_depthwise_runs_on_the_vector_engine(c, hw, k, stride, dilation, residua
     assert {layer.kind for layer in npu.compiled.layers} == {"Conv", "Copy"}
     oh = (hw + 2 * dilation * (k // 2) - dilation * (k - 1) - 1) // stride + 1
     vmacs = sum(i.mnemonic == "VMAC" for i in npu.compiled.binary.instructions)
-    assert vmacs == k * k * oh * -(-c // layer.block)  # a tap per output row and channel block
+    assert vmacs == batch * k * k * oh * -(-c // layer.block)  # a tap per output row and channel block
 
 
 def fire_module(c: int = 16, hw: int = 12):
