@@ -22,6 +22,7 @@ from ...graph.function import Function
 from ...graph.node import Constant, Node, NodeValue, Placeholder
 from ...graph.nodes import quant
 from ...graph.nodes.lrn_int8 import lrn_table
+from ...graph.types import ElemKind
 from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Lut8, Requant, Rescale8
@@ -69,6 +70,15 @@ def _rescale8(node: Node) -> Rescale8:
     return Rescale8(int(r.multipliers[0]), int(r.shifts[0]), _zero(node.input), r.zero)
 
 
+def _residual_rescale(node: Node) -> bool:
+    """An int8 Rescale whose only use is an Add: the layer whose epilogue makes that Add rescales the operand
+    on chip (AddTensor.pre), so it waits for that layer rather than being one of its own at its place in the
+    schedule (which may come first)."""
+    users = list(node.users)
+    return node.kind == "Rescale" and node.input.type.elem is ElemKind.QINT8 and len(users) == 1 and \
+        users[0].kind == "Add"
+
+
 def requant_params(source: NodeValue, result: NodeValue, channels: int, what: str) -> Requant:
     """The fixed-point (M, shift) per channel of a Rescale from `source`'s scale(s) to `result`'s."""
     scales = np.broadcast_to(source.type.scales.reshape(-1), (channels,))
@@ -109,11 +119,16 @@ class LayerBuilder:
         for node in self.function.nodes:
             if isinstance(node, (Constant, Placeholder)) or node.kind == "Save" or id(node) in self.fused:
                 continue
+            if _residual_rescale(node):
+                self._deferred[node.result()] = node
+                continue
             getattr(self, "_" + node.kind.lower())(node)
         return self.layers
 
     # -- tensors -----------------------------------------------------------------------------------
     def tensor(self, value: NodeValue) -> DramTensor:
+        if value in self._deferred:  # an operand Rescale no epilogue took: a layer of its own after all
+            self._rescale(self._deferred.pop(value))
         if value not in self.values and isinstance(value.node, Constant):
             data = np.ascontiguousarray(value.node.value).astype(value.type.dtype).tobytes()
             offset = self.add_constant(data)
@@ -143,6 +158,8 @@ class LayerBuilder:
 
     def __post_init__(self) -> None:
         self._relayouts: dict[tuple[NodeValue, bool], DramTensor] = {}
+        self._deferred: dict[NodeValue, Node] = {}
+        """int8 Rescales of an Add's operand, left for the epilogue that adds them (`_residual_rescale`)"""
         self._joined: dict[int, DramTensor] = {}
         """a channel Concat's result, placed by the first of its parts' layers (`_image_out`)"""
 
