@@ -166,6 +166,8 @@ def test_a_1d_audio_front_end_runs_as_images_of_one_row():
     npu = assert_bit_exact(b.network(b.node("Gemm", [mean, b.weight((5, 12)), b.weight((5,))], transB=1)))
     windows = [n for n in npu.compiled.function.nodes if n.kind in ("Conv", "MaxPool", "AveragePool")]
     assert len(windows) == 4 and all(len(n.kernel) == 2 and n.kernel[0] == 1 for n in windows)
+    # the windows pass images of one row to each other: no Reshape back to N x C x L between them, no relayout
+    assert [layer.kind for layer in npu.compiled.layers].count("Copy") == 1  # the output's, for the host
 
 
 def test_an_accumulator_above_2_mib_compiles_and_runs(tmp_path):

@@ -60,5 +60,43 @@ def windows_as_rows(function: Function) -> bool:
         function.replace_all_uses(last.result(), flat)
         for done in (last, node) if rescale is not None else (node,):
             function.erase(done)
+    _join_rows(function)
     function.erase_dead()
     return bool(windows)
+
+
+UNARY = ("Rescale", "TableLookup")
+"""Element-wise kinds of one image operand, indifferent to its shape: a row's Reshape moves past them."""
+
+
+def _join_rows(function: Function) -> None:
+    """Between two windows, Reshape to N x C x L then back to N x C x 1 x L cancels, so the layers pass images
+    without the copies a change of layout costs: each unary step moves before the first Reshape, then a Reshape
+    of a Reshape reads the first one's input."""
+    for node in list(function.nodes):
+        # Reshape(x) -> U  becomes  U(x) -> Reshape
+        step = _only_user(node) if node.kind == "Reshape" else None
+        if step is None or step.kind not in UNARY or step.inputs[0] != node.result():
+            continue
+        attrs = dict(step.attrs)
+        if "result_type" in attrs:
+            attrs["result_type"] = step.type.with_shape(node.input.type.shape)
+        with function.inserting_before(step):
+            moved = function.create(type(step), [node.input, *step.inputs[1:]], f"{step.name}/row", **attrs)
+            flat = function.add(tensor.Reshape, moved.result(), name=f"{step.name}/flat", shape=step.type.shape)
+        function.replace_all_uses(step.result(), flat)
+        function.erase(step)
+    for node in list(function.nodes):
+        # Reshape(Reshape(x)) -> x, or Reshape(x)
+        if node.kind != "Reshape" or node.input.node.kind != "Reshape":
+            continue
+        source = node.input.node.input
+        if source.type.shape == node.type.shape:
+            function.replace_all_uses(node.result(), source)
+        else:
+            function.set_input(node, 0, source)
+
+
+def _only_user(node: Node) -> Node | None:
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
