@@ -15,6 +15,10 @@ import numpy as np
 import pytest
 from onnx import numpy_helper
 
+from glowsdk.backends.npu.grouped import dram_cycles, groups_per_layer
+from glowsdk.backends.npu.tiling import ConvShape
+from isa import PRESETS
+
 from npu_nets import NetBuilder
 from test_npu_backend import assert_bit_exact
 
@@ -128,3 +132,15 @@ def test_table_activations_run_in_the_producing_layer(activation):
     npu = assert_bit_exact(b.network(b.conv(b.node(activation, [dw]), 32, 8, 1, 0, relu=False)), config="default")
     assert "TableLookup" in {n.kind for n in npu.compiled.function.nodes}
     assert {layer.kind for layer in npu.compiled.layers} == {"Conv", "Copy"}
+
+
+def test_narrow_groups_share_a_layer_when_their_dram_runs_are_short():
+    """A group of 6 channels per pixel is a 6-byte DRAM request: four such layers (ShuffleNet's first grouped 1x1)
+    keep the DRAM busy over four times as long as one layer of all four groups, whose pixels are contiguous."""
+    config = PRESETS["default"]
+    narrow = ConvShape(6, 56, 56, 28, 56, 56)
+    four_layers, one_layer = 4 * dram_cycles(narrow, 4, 1, config), dram_cycles(narrow, 4, 4, config)
+    assert four_layers > 4 * one_layer
+    assert groups_per_layer(narrow, 4, config) == 4
+    wide = ConvShape(136, 7, 7, 136, 7, 7)  # ShuffleNet's last stage: a group is a whole burst, the array decides
+    assert groups_per_layer(wide, 4, config) == 1

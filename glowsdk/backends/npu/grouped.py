@@ -42,11 +42,28 @@ def layer_cycles(shape: ConvShape, config: ArchConfig) -> int:
     return min(matmul_cycles(pixels, k, shape.out_channels, flow, config) for flow in config.dataflows)
 
 
+def dram_cycles(shape: ConvShape, groups: int, m: int, config: ArchConfig) -> float:
+    """Estimated DRAM cycles of one image of a layer of m of the `groups` groups (`shape` is one group's geometry):
+    its input and output are channel slices, moved in runs of m groups' channels per pixel (whole rows once m is
+    every group), and a short run is a request whose latency only the others in flight hide."""
+    def time(size: int, run: int) -> float:
+        request = min(run, config.dma_burst_bytes)
+        rate = config.dram_max_outstanding * request / (config.dram_latency_cycles
+                                                         + -(-request // config.dram_bytes_per_cycle))
+        return size / min(config.dram_bytes_per_cycle, rate)
+    whole = m == groups
+    cin, cout = shape.channels * m, shape.out_channels * m
+    return (time(shape.height * shape.width * cin, shape.width * cin if whole else cin)
+            + time(shape.out_height * shape.out_width * cout, shape.out_width * cout if whole else cout))
+
+
 def groups_per_layer(shape: ConvShape, groups: int, config: ArchConfig) -> int:
-    """The m (groups per layer) with the fewest estimated cycles; `shape` is one group's geometry."""
-    def cost(m: int) -> int:
+    """The m (groups per layer) with the fewest estimated cycles (the busier of the array and the DRAM, plus a
+    fixed cost per layer); `shape` is one group's geometry."""
+    def cost(m: int) -> float:
         merged = replace(shape, channels=shape.channels * m, out_channels=shape.out_channels * m)
-        return -(-groups // m) * (LAYER_OVERHEAD_CYCLES + layer_cycles(merged, config))
+        busiest = max(layer_cycles(merged, config), dram_cycles(shape, groups, m, config))
+        return -(-groups // m) * (LAYER_OVERHEAD_CYCLES + busiest)
     return min(range(1, groups + 1), key=cost)
 
 
