@@ -117,8 +117,13 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
             plan = host.add_network("model", network, quantization)
         inputs = [network.random_inputs(args.seed + i) for i in range(min(args.requests, args.distinct_inputs))]
         began = time.perf_counter()
-        futures = [host.run("model", inputs[i % len(inputs)]) for i in range(args.requests)]
-        responses = [f.result() for f in progress(futures, "serving", unit="request")]
+        with Progress("serving", args.requests, "request") as bar:  # open while sending: a full queue blocks
+            bar.label("sending")
+            futures = [host.run("model", inputs[i % len(inputs)]) for i in range(args.requests)]
+            responses = []
+            for future in futures:
+                responses.append(future.result())
+                bar(len(responses))
         wall = time.perf_counter() - began
         mismatches = None
         if args.check:
