@@ -4,10 +4,11 @@ Squeeze-and-excitation blocks (MobileNetV3, EfficientNet, RegNetY) end by scalin
 image by a gate the network computes (global pool, two 1 x 1 convolutions, a sigmoid): `x * s` with s of
 shape N x C x 1 x 1. The quantizer gives it as `Rescale(Mul(x, s))`, the exact int32 product
 (q_x - z_x) * (q_s - z_s) then one requantization. On an NHWC image a chunk of whole pixels is a
-pixels x C matrix and s is one row broadcast over it: VSUBI each zero point into the accumulator,
-VMUL by the gate row (bcast), REQUANT: exact, as |q - z| <= 255 keeps the product within 17 bits.
-A tile is one chunk of pixels of one batch element (and one channel block when a pixel is too wide);
-its gate row is loaded with it.
+pixels x C matrix and s is one row broadcast over it. The row g = q_s - z_s and the bias row -z_x * g are
+made once per tile (VSUBI, VMULI on C elements); then two passes over the chunk: VMUL of the int8 pixels
+by g (bcast) into the accumulator, and REQUANT with the bias row added, so q_x * g - z_x * g is the exact
+product (|q| <= 128 and |g| <= 255 keep every term within 17 bits). A tile is one chunk of pixels of one
+batch element (and one channel block when a pixel is too wide); its gate row is loaded with it.
 """
 from __future__ import annotations
 
@@ -42,11 +43,12 @@ class GateLayer:
 
     def _fit(self, config: ArchConfig) -> tuple[int, int]:
         """(channels per block, pixels per tile): two slots of (pixels x block input and output, a gate row) in the
-        scratchpad, two of (pixels x block products, a gate row) in the accumulator."""
+        scratchpad; in the accumulator two slots of (gate row, bias row), then two of pixels x block products."""
         _, channels, h, w = self.source.shape
-        spad, acc = config.scratchpad_bytes // 2, config.accumulator_bytes // 4 // 2
+        spad, acc = config.scratchpad_bytes // 2, config.accumulator_bytes // 4
+
         def pixels(block: int) -> int:  # less 64 per buffer: each is rounded up to whole 64-byte lines
-            return min(h * w, (spad - _align(block) - 128) // (2 * block), acc // block - 1, 65535)
+            return min(h * w, (spad - _align(block) - 128) // (2 * block), (acc - 4 * block) // (2 * block), 65535)
 
         block = min(channels, MAX_COLS)
         while block > 1 and pixels(block) < 1:
@@ -70,8 +72,9 @@ class GateLayer:
                     slot = len(tiles) % 2
                     x = slot * (2 * span + row)
                     out, s = x + span, x + 2 * span
-                    ax = slot * (pixels + 1) * block  # accumulator words: the products, then the gate row
-                    a_s = ax + pixels * block
+                    # accumulator words: the rows first (REQUANT reads its bias row through 19 bits), then products
+                    gate, bias = slot * 2 * block, slot * 2 * block + block
+                    ax = 4 * block + slot * pixels * block
                     offset = b * x_stride[0] + p0 * x_stride[3] + c0 * x_stride[1]
                     loads: list[Spec] = [
                         ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=x_stride[3], elem_bytes=cb)),
@@ -81,16 +84,16 @@ class GateLayer:
                         ("LOAD", dict(dram=base(self.gate) + b * s_strides[0] + c0 * s_strides[1], space="spad",
                                       sram=s, planes=1, rows=1, cols=cb))]
                     vector: list[Spec] = [
-                        ("VSUBI", dict(dst_space="acc", dst=ax, src_space="spad", src=x, count=k * cb,
-                                       imm=self.x_zero)),
-                        ("VSUBI", dict(dst_space="acc", dst=a_s, src_space="spad", src=s, count=cb,
+                        ("VSUBI", dict(dst_space="acc", dst=gate, src_space="spad", src=s, count=cb,
                                        imm=self.gate_zero)),
-                        ("VMUL", dict(dst_space="acc", dst=ax, src1_space="acc", src1=ax, src2_space="acc", src2=a_s,
+                        ("VMULI", dict(dst_space="acc", dst=bias, src_space="acc", src=gate, count=cb,
+                                       imm=-self.x_zero)),
+                        ("VMUL", dict(dst_space="acc", dst=ax, src1_space="spad", src1=x, src2_space="acc", src2=gate,
                                       rows=k, cols=cb, bcast=1)),
                         ("CONFIG_REQUANT", dict(multiplier=int(self.requant.multipliers[0]),
                                                 shift=int(self.requant.shifts[0]), zero_point=self.requant.zero,
-                                                clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0,
-                                                bias=0)),
+                                                clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=1,
+                                                bias=bias)),
                         ("REQUANT", dict(dst=out, src=ax, rows=k, cols=cb))]
                     stores: list[Spec] = [
                         ("CONFIG_STORE", dict(row_stride=0, plane_stride=0, col_stride=self.result.strides[3],
