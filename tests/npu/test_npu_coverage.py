@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import glowsdk
+from glowsdk.errors import UnsupportedOpsError
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
 from isa import PRESETS
@@ -193,3 +194,14 @@ def test_the_vector_width_is_a_configuration_parameter(tmp_path):
         config = resolve_config(str(tmp_path / str(lanes) / "config.json"))
         cycles[lanes] = run_binary(npu.compiled.binary, config, network.random_inputs(0)).result.cycles
     assert cycles[64] < cycles[8]
+
+
+def test_a_pool_window_the_scratchpad_cannot_hold_is_refused_in_one_line():
+    """A 250-row window over 300-pixel rows needs 75,000 bytes for one output row of one channel, more than a
+    quarter of the edge scratchpad: refused with the reason (a host partition with a fallback), not a crash."""
+    b = NetBuilder((1, 3, 300, 300))
+    network = b.network(b.node("AveragePool", [b.conv("x", 3, 4, 1, 0)], kernel_shape=[250, 250]))
+    quant = QuantizationConfig(collect_profile(network, calibration_random(network, 1)))
+    with pytest.raises(UnsupportedOpsError, match=r"a 250x250 window over 300-pixel rows does not "
+                                                   r"fit the 'edge' configuration's scratchpad"):
+        glowsdk.compile(network, "npu", quantization=quant, config="edge", fallback=None)

@@ -132,7 +132,20 @@ def _softmax_fits(node: Node, config: ArchConfig) -> list[str]:
             f"({config.scratchpad_bytes} B) and accumulator ({config.accumulator_bytes} B)"]
 
 
-CONFIG_LIMITS: dict[str, Callable[[Node, ArchConfig], list[str]]] = {"Softmax": _softmax_fits}
+def _pool_fits(node: Node, config: ArchConfig) -> list[str]:
+    """A windowed pool's smallest tile (one output row of one channel, with its window's input rows) must fit a
+    quarter of the scratchpad (vector.PoolLayer); a window over the whole image streams (globalpool.py)."""
+    if pool_limits(node) or whole_image_window(node) or len(node.kernel) != 2:
+        return []
+    width, out_width = node.input.type.shape[-1], node.type.shape[-1]
+    if node.kernel[0] * width + out_width <= config.scratchpad_bytes // 4:
+        return []
+    return [f"a {node.kernel[0]}x{node.kernel[1]} window over {width}-pixel rows does not fit the "
+            f"'{config.name}' configuration's scratchpad ({config.scratchpad_bytes} B)"]
+
+
+CONFIG_LIMITS: dict[str, Callable[[Node, ArchConfig], list[str]]] = {
+    "Softmax": _softmax_fits, "MaxPool": _pool_fits, "AveragePool": _pool_fits}
 """Limits that depend on the architecture configuration compiled for."""
 
 
