@@ -39,11 +39,20 @@ CONVS = [  # name, input shape, filter shape, attributes, the strategy the rule 
     ("asymmetric-dilated", (1, 4, 12, 11), (6, 4, 3, 2), dict(strides=[1, 2], pads=[2, 0, 1, 1],
                                                               dilations=[2, 1]), "im2col"),
     ("grouped", (1, 6, 8, 7), (9, 2, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1], group=3), "im2col"),
-    ("depthwise", (1, 8, 9, 9), (8, 1, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1], group=8), "direct"),
+    ("depthwise", (1, 8, 9, 9), (8, 1, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1], group=8), "depthwise"),
+    ("depthwise-7x7-small-plane", (2, 6, 7, 7), (6, 1, 7, 7), dict(strides=[1, 1], pads=[3, 3, 3, 3], group=6),
+     "depthwise"),
+    ("depthwise-asymmetric-dilated", (1, 4, 10, 13), (4, 1, 3, 5),
+     dict(strides=[1, 1], pads=[2, 0, 1, 3], dilations=[2, 1], group=4), "depthwise"),
+    ("depthwise-multiplier", (1, 3, 8, 9), (6, 1, 5, 5), dict(strides=[1, 1], pads=[2, 2, 2, 2], group=3),
+     "depthwise"),
+    ("depthwise-one-d", (2, 5, 40), (5, 1, 9), dict(strides=[1], pads=[4, 4], group=5), "depthwise"),
+    ("depthwise-stride-2", (1, 8, 9, 9), (8, 1, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1], group=8), "direct"),
     ("one-d", (2, 5, 40), (7, 5, 3), dict(strides=[1], pads=[1, 1]), "im2col"),
     ("one-channel-long-kernel", (1, 1, 400), (16, 1, 80), dict(strides=[16], pads=[0, 0]), "im2col"),
     ("one-channel-long-padded", (2, 1, 301), (12, 1, 20), dict(strides=[4], pads=[3, 5]), "im2col"),
-    ("one-channel-short-kernel", (1, 1, 9, 9), (8, 1, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1]), "direct"),
+    ("one-channel-short-kernel", (1, 1, 9, 9), (8, 1, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1]), "depthwise"),
+    ("one-channel-short-strided", (1, 1, 9, 9), (8, 1, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), "direct"),
 ]
 
 
@@ -70,7 +79,7 @@ def test_conv_strategies(name, image, weights, attrs, strategy, bias):
     (conv,) = [i for i in compiled.program.ir.instructions if i.kind == "Conv"]
     assert conv_strategy(conv) == strategy
     packed = [w for w in compiled.program.ir.weights.values() if w.name.endswith(".panels")]
-    assert len(packed) == (strategy != "direct")
+    assert len(packed) == (strategy in ("pointwise", "im2col"))  # only GEMMs pack the filter
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -97,6 +97,6 @@ def test_avx2_code_is_as_accurate():
               "    t.check_accuracy(name, t.run(name, x)[0], x)\n")
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, GLOWSDK_CPU_ISA="avx2")
-    result = subprocess.run([sys.executable, "-c", script, here, os.path.dirname(here)], env=env,
+    result = subprocess.run([sys.executable, "-c", script, here, os.path.dirname(here)], env=env, check=False,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -8,10 +8,14 @@ order (CONV_RULES):
   panel per column tile (one contiguous [k][NR] stream instead of K rows HW apart,
   which measured as fast or faster: fewer TLB misses, no cache-set conflicts).
 - `im2col`: any other 2-d (or 1-d) convolution with more than one input channel per
-  group, or one channel but a long window and many filters (LONG_KERNEL_TAPS), is a GEMM with K = C_in/group x taps, its B panels packed per column tile
-  from the input on the fly (packing.py), never an im2col matrix in memory.
-- `direct`: depthwise convolutions (one input channel per group, K = taps only, too
-  little reuse for a GEMM tile) and 3-d ones run the direct loop nest below.
+  group, or one channel but a long window and many filters (LONG_KERNEL_TAPS), is a
+  GEMM with K = C_in/group x taps, its B panels packed per column tile from the
+  input on the fly (packing.py), never an im2col matrix in memory.
+- `depthwise`: a float32 stride-1 depthwise convolution (one input channel per group, K =
+  taps only, too little reuse for a GEMM tile) sums all its taps in registers over a
+  zero-padded copy of each plane (depthwise.py).
+- `direct`: other depthwise convolutions (strided, half kinds) and 3-d ones run the
+  direct loop nest below.
 
 In the GEMM paths the filter is a constant packed at compile time into [M/MR, K,
 MR] panels (the micro-kernel broadcasts MR filter values per k; a filter computed
@@ -61,13 +65,31 @@ from ..codegen.kinds import (
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
 from ..codegen.threads import MAX_THREADS
+from .depthwise import applies as depthwise_applies
+from .depthwise import emit_depthwise
 from .epilogue import stacked_epilogue
-from .gemm import Gemm, Panel, Source, bias_init, column_block, emit_gemm, offset, splits_rows
+from .gemm import (
+    Gemm,
+    Panel,
+    Source,
+    bias_init,
+    column_block,
+    emit_gemm,
+    offset,
+    splits_rows,
+)
 from .int8_conv import accepts as int8_accepts
 from .int8_conv import emit_int8_conv
 from .int8_matmul import QUANTIZED
 from .matmul import multiply_add
-from .packing import Window, emit_pack, first_pass_packs, first_pass_source, pack_row_panels, table_pair
+from .packing import (
+    Window,
+    emit_pack,
+    first_pass_packs,
+    first_pass_source,
+    pack_row_panels,
+    table_pair,
+)
 from .table import register
 from .window import Dim, window_dims
 
@@ -280,6 +302,7 @@ CONV_RULES: list[tuple[str, Callable[[Any], bool], Callable[[KernelContext, Step
     ("int8", lambda instr: instr.types[0].elem.is_quantized, emit_int8_conv),
     ("pointwise", lambda instr: _is_pointwise(instr) and _is_gemm(instr), _conv_gemm),
     ("im2col", _is_gemm, _conv_gemm),
+    ("depthwise", depthwise_applies, emit_depthwise),
     ("direct", lambda instr: True, _conv_direct),
 ]
 """(name, applies to the instruction, kernel builder), first match wins (see the module doc)."""
