@@ -60,10 +60,11 @@ def quantize(name: str, value: np.ndarray, tensor: TensorInfo) -> np.ndarray:
         if not float32_scale(tensor.scale):  # a TensorInfo built in code: the reader refuses these in files
             raise SimInputError(f"input '{name}': tensor '{tensor.name}' has quantization scale {tensor.scale!r}, "
                                 f"0 or not finite once divided by in float32")
-        if not np.isfinite(value).all():
-            raise SimInputError(f"input '{name}': NaN or infinity cannot be quantized to {tensor.elem}")
+        if np.isnan(value).any():  # an infinity saturates (an attention mask's -inf is the lowest code)
+            raise SimInputError(f"input '{name}': NaN cannot be quantized to {tensor.elem}")
         # As the interpreter's Quantize: the division in float32, then round half to even and saturate.
-        scaled = np.rint(value.astype(np.float32) / np.float32(tensor.scale))
+        with np.errstate(invalid="ignore", over="ignore"):
+            scaled = np.rint(value.astype(np.float32) / np.float32(tensor.scale))
         quantized = scaled.astype(np.float64) + tensor.offset
         return np.ascontiguousarray(np.clip(quantized, info.min, info.max).astype(dtype))
     if value.size and (value.min() < info.min or value.max() > info.max):

@@ -29,11 +29,12 @@ import numpy as np
 from ..backends.base import Backend
 from ..errors import GlowError
 from ..graph.function import Function, Module
-from ..graph.node import Constant, Node, NodeValue
+from ..graph.node import Constant, Node, NodeValue, Placeholder
 from ..graph.nodes import elementwise as ew
 from ..graph.nodes import linalg, nn, quant, reduce, tensor
+from ..graph.nodes.layernorm_int8 import layernorm_params, statistics_unused
 from ..graph.table import KindTable
-from ..graph.types import ElemKind, Type
+from ..graph.types import ElemKind, Type, broadcast_shapes
 from ..reference.registry import KERNELS
 from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params, weight_bounds, weight_params
 from .profile import Profile, check_profile_graph
@@ -41,9 +42,10 @@ from .profile import Profile, check_profile_graph
 Rule = Callable[["Quantizer", Node], "dict[NodeValue, NodeValue] | NodeValue | None"]
 RULES = KindTable("a quantization rule")
 """How each node kind is quantized; a rule returns the quantized value replacing each float result."""
-COMPUTE = frozenset({"Conv", "MatMul", "Softmax", "GlobalAveragePool", "ReduceMean"})
-"""Kinds worth int8 even when their result goes straight back to float (Softmax, GlobalAveragePool and ReduceMean
-reach the quantizer only on a backend that keeps them unlowered, an integer device's classifier tail). The cheap
+COMPUTE = frozenset({"Conv", "MatMul", "Softmax", "GlobalAveragePool", "ReduceMean", "LayerNorm"})
+"""Kinds worth int8 even when their result goes straight back to float (Softmax, GlobalAveragePool, ReduceMean and
+LayerNorm reach the quantizer only on a backend that keeps them unlowered: an integer device's classifier tail, a
+transformer's last normalisation). The cheap
 kinds (element-wise, layout, pools) are quantized only when a user is too: alone they would only add
 conversions and rounding (the Sub of a lowered Softmax, feeding Exp, is the case in point)."""
 
@@ -120,13 +122,17 @@ class Quantizer:
         self._types: dict[str, Type | None] = {}
         self._profiled_as: dict[str, str] = {}  # a converted result's Dequantize -> the float value it replaced
         self._non_finite: set[str] = set()  # values seen holding NaN or infinities: int8 has neither
+        self._masked: set[str] = set()  # values where int8's saturated minimum stands for an attention mask's -inf
         self._tables: bool | None = None  # whether the backend runs TableLookup (asked once)
 
     def activation_type(self, value: NodeValue) -> Type | None:
         """The int8 type the profile gives a float32 value (None without a profile entry)."""
         if value.type.elem is not ElemKind.FLOAT32:
             return None
-        name = self._profiled_as.get(value.name, value.name)
+        return self.profiled_type(self._profiled_as.get(value.name, value.name), value.type.shape)
+
+    def profiled_type(self, name: str, shape: tuple[int, ...]) -> Type | None:
+        """The int8 type of the profile's entry `name` (a value of the graph, or of its lowered form), at `shape`."""
         if name not in self._types:
             entry = self.config.profile.values.get(name)
             if entry is None:
@@ -139,7 +145,25 @@ class Quantizer:
                 scale, offset = choose_params(lo, hi, self.config.schema)
                 self._types[name] = Type(ElemKind.QINT8, (), scale, offset)
         found = self._types[name]
-        return None if found is None else found.with_shape(value.type.shape)
+        return None if found is None else found.with_shape(shape)
+
+    def mask_type(self, value: NodeValue, type_: Type) -> None:
+        """Give a value whose profile saw -inf (an attention mask's sum) the type of its finite part, and mark it
+        masked: int8's saturated minimum stands for -inf there."""
+        name = self._profiled_as.get(value.name, value.name)
+        self._types[name] = type_.with_shape(())
+        self._masked.add(name)
+
+    def is_mask_input(self, value: NodeValue) -> bool:
+        """A network input the profile saw holding only 0 and -inf (an additive attention mask)."""
+        if not isinstance(value.node, Placeholder):
+            return False
+        entry = self.config.profile.values.get(self._profiled_as.get(value.name, value.name))
+        return (entry is not None and entry.neg_inf > 0 and not entry.nan and not entry.pos_inf
+                and entry.min in (0.0, None) and entry.max in (0.0, None))
+
+    def is_masked(self, value: NodeValue) -> bool:
+        return self._profiled_as.get(value.name, value.name) in self._masked
 
     def assume_type(self, value: NodeValue, type_: Type) -> None:
         """Give a float value the profile does not name `type_` (a kind kept unlowered, whose lowering named
@@ -221,7 +245,7 @@ class Quantizer:
         the interpreter) Tanh or Exp stay float, and so do their producers (no integer user)."""
         if node.kind in _TABLE_KIND_NAMES:
             return self._runs_tables()
-        return node.kind in RULES
+        return node.kind in RULES and (node.kind not in APPLIES or APPLIES[node.kind](node))
 
     def _runs_tables(self) -> bool:
         """Whether the backend runs a TableLookup, asked once of a probe node in a scratch module."""
@@ -409,10 +433,73 @@ def _same_type(q: Quantizer, node: Node) -> NodeValue | None:
     return q.add(type(node), *(q.quantize(v, out) for v in node.inputs), **node.attrs)
 
 
+def _mask(value: NodeValue) -> np.ndarray | None:
+    """A constant holding only 0 and -inf (some of it -inf): an attention mask, as a boolean array (True: -inf)."""
+    if not isinstance(value.node, Constant) or value.type.elem is not ElemKind.FLOAT32:
+        return None
+    data = np.asarray(value.node.value)
+    masked = np.isneginf(data)
+    return masked if masked.any() and ((data == 0) | masked).all() else None
+
+
+def _masked_add(q: Quantizer, node: Node) -> NodeValue | None:
+    """x + M with M a constant of 0 and -inf: x where M is 0 and int8's saturated minimum where it is -inf, as
+    Min(x, C) with C = 127 or -128 (x's own type: a mask moves no value). The result is marked as masked, so
+    that a Softmax reading it treats -128 as -inf (nn.Softmax's `masked`)."""
+    for value, other in ((node.lhs, node.rhs), (node.rhs, node.lhs)):
+        masked = _mask(other)
+        type_ = None if masked is None and not q.is_mask_input(other) else q.activation_type(value)
+        if type_ is None or broadcast_shapes(value.type.shape, other.type.shape) != value.type.shape:
+            continue
+        if masked is not None:
+            bound = q.function.module.create_constant(
+                f"{node.name}/mask", np.where(masked, -128, 127).astype(np.int8), type_.with_shape(other.type.shape))
+            bound = bound.result()
+        else:  # a mask the host gives: 0 -> 127 and -inf -> -128 (Quantize saturates), read in x's type
+            codes = q.quantize(other, Type(ElemKind.QINT8, other.type.shape, type_.scale, 127))
+            bound = q.add(quant.Reinterpret, codes, result_type=type_.with_shape(other.type.shape))
+        q.mask_type(node.result(), type_)
+        return q.add(ew.Min, q.quantize(value, type_), bound)
+    return None
+
+
+def _positive_scalar(value: NodeValue) -> float | None:
+    data = value.node.value if isinstance(value.node, Constant) else None
+    if data is None or np.size(data) != 1 or not np.isfinite(data).all() or float(np.ravel(data)[0]) <= 0:
+        return None
+    return float(np.ravel(data)[0])
+
+
+@RULES.register(ew.Div)
+def _divide_by_constant(q: Quantizer, node: Node) -> NodeValue | None:
+    """x / c for a positive constant c and x an int32 accumulator (attention's scores / sqrt(d)): the
+    accumulator requantized to the result's type with its scale times c, then read as that type (a division
+    folded into the one rounding the accumulator needs anyway)."""
+    divisor = _positive_scalar(node.rhs)
+    inner = node.lhs.node
+    out = q.activation_type(node.result())
+    if divisor is None or not isinstance(inner, quant.Dequantize) or out is None:
+        return None
+    source = inner.input.type
+    if source.per_channel or source.elem not in (ElemKind.QINT32, ElemKind.QINT8):
+        return None
+    scaled = Type(ElemKind.QINT8, out.shape, float(np.float32(out.scale * divisor)), out.offset)
+    return q.add(quant.Reinterpret, q.add(quant.Rescale, inner.input, result_type=scaled), result_type=out)
+
+
+APPLIES: dict[str, Callable[[Node], bool]] = {"Div": lambda node: _positive_scalar(node.rhs) is not None}
+"""Kinds whose rule covers only some of their nodes (a Div by a positive constant): the others are not reported."""
+
+
 @RULES.register(ew.Add, ew.Sub)
 def _common_type(q: Quantizer, node: Node) -> NodeValue | None:
     """Operands and result share a type holding the operands' and the result's ranges (an operand may reach
-    further than the sum: x + (-x)), then the sum is requantized to the result's type if that differs."""
+    further than the sum: x + (-x)), then the sum is requantized to the result's type if that differs; an Add of
+    an attention mask is `_masked_add`."""
+    if node.kind == "Add":
+        masked = _masked_add(q, node)
+        if masked is not None:
+            return masked
     out = q.activation_type(node.result())
     operands = [q.constant_type(v) if isinstance(v.node, Constant) else q.activation_type(v) for v in node.inputs]
     if out is None or None in operands:
@@ -437,7 +524,7 @@ def _softmax(q: Quantizer, node: Node) -> NodeValue | None:
     type_ = q.activation_type(node.input)
     if type_ is None:
         return None
-    return q.add(nn.Softmax, q.quantize(node.input, type_), axes=node.axes)
+    return q.add(nn.Softmax, q.quantize(node.input, type_), axes=node.axes, masked=q.is_masked(node.input))
 
 
 @RULES.register(nn.GlobalAveragePool)
@@ -487,6 +574,42 @@ def _gather(q: Quantizer, node: Node) -> NodeValue | None:
     if type_ is None:
         return None
     return q.add(tensor.Gather, q.quantize(node.data, type_), node.indices, **node.attrs)
+
+
+def _lowered_result(q: Quantizer, node: Node) -> Type | None:
+    """The profile's type of a kept-unlowered node's result, named after the last node of its lowering
+    (`{name}/add16`: the lowering numbers the nodes it makes) when the profile saw the lowered form."""
+    prefix = f"{node.name}/"
+    steps = [(int(digits), name) for name in q.config.profile.values if name.startswith(prefix)
+             and (digits := name[len(prefix):].lstrip("abcdefghijklmnopqrstuvwxyz_")).isdigit()]
+    return q.profiled_type(max(steps)[1], node.types[0].shape) if steps else None
+
+
+@RULES.register(nn.LayerNorm)
+def _layer_norm(q: Quantizer, node: Node) -> NodeValue | None:
+    """int8 in, int8 out in integers only (quant.IntegerLayerNorm, layernorm_int8.py) for a LayerNorm over the last
+    dim with constant scale and bias whose statistics nobody reads (a backend keeps it unlowered)."""
+    rank = node.input.type.rank
+    if node.axis not in (rank - 1, -1) or not statistics_unused(node):
+        return None
+    if not isinstance(node.scale.node, Constant) or (node.bias is not None and not isinstance(node.bias.node,
+                                                                                                 Constant)):
+        return None
+    source = q.activation_type(node.input)
+    result = q.activation_type(node.result()) or _lowered_result(q, node)
+    if source is None or result is None:
+        return None
+    q.assume_type(node.result(), result)
+    length = node.input.type.shape[-1]
+    gamma = np.broadcast_to(np.asarray(node.scale.node.value, np.float64).reshape(-1), (length,))
+    beta = np.zeros(length) if node.bias is None else np.broadcast_to(
+        np.asarray(node.bias.node.value, np.float64).reshape(-1), (length,))
+    params = layernorm_params(gamma, beta, node.epsilon, source.scale, result.scale)
+    module = q.function.module
+    constants = [module.create_constant(f"{node.name}/{what}", values, Type(ElemKind.INT32, (length,))).result()
+                 for what, values in (("gamma", params.gamma), ("beta", params.beta))]
+    return q.add(quant.IntegerLayerNorm, q.quantize(node.input, source), *constants, epsilon=params.epsilon,
+                 shift=params.shift, result_type=result)
 
 
 @RULES.register(*TABLE_KINDS)

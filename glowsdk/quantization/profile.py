@@ -217,7 +217,9 @@ def _difference(origin: str, here: Signature, there: Signature) -> str | None:
     for name in here.keys() & there.keys():
         if here[name] != there[name]:
             return f"value '{name}' is {_describe(here[name])} here, {_describe(there[name])} in the profile"
-    kept_here, kept_there = (any(name == origin for name in side) for side in (here, there))
+    # a node kept whole holds a value of its own name (`name.result` and the like for several results)
+    kept_here, kept_there = (any(name == origin or name.startswith(origin + ".") for name in side)
+                             for side in (here, there))
     if kept_here != kept_there or here.keys() & there.keys():
         return None  # one target keeps the node whole, or both lower it, differently in part: shared values agree
     return f"'{origin}' is {_names(here)} here, {_names(there)} in the profile"

@@ -1,6 +1,6 @@
 """Gather (an embedding lookup) as indexed DMA: the load engine's GATHER picks table rows by index.
 
-`Gather(table, indices)` along axis 0 of a 2-D int8 table [V, D], its indices a host input (int64 or int32
+`Gather(table, indices)` along axis 0 of an int8 table [V, ...] (a row: everything after the first dim), its indices a host input (int64 or int32
 token ids, which the binding writes as int32) or a constant. Per chunk of N indices: LOAD the N int32
 indices into the accumulator, GATHER the N rows of D bytes from the table in DRAM into the scratchpad
 (negative indices count from the end, an index outside the table is a fault, as the ISA reference says),
@@ -29,11 +29,12 @@ MAX_ROWS, MAX_ROW_BYTES = 65535, 65535
 
 
 def gather_limits(node: Node) -> list[str]:
-    """What GATHER cannot do: a table of rank other than 2, an axis other than 0, a table too large."""
+    """What GATHER cannot do: an axis other than 0, a table of too many rows or too wide a row (a row is
+    everything after the first dim: a [3, S, D] stack of Q, K and V picks whole matrices)."""
     shape = node.data.type.shape
-    if len(shape) != 2 or node.axis != 0:
-        return [f"a gather along axis {node.axis} of a rank-{len(shape)} table (the NPU gathers rows of a matrix)"]
-    rows, width = shape
+    if not shape or node.axis not in (0, -len(shape)):
+        return [f"a gather along axis {node.axis} (the NPU gathers along the first dim)"]
+    rows, width = shape[0], int(np.prod(shape[1:], dtype=np.int64))
     return [*([f"a table of {rows} rows > {MAX_ROWS}"] if rows > MAX_ROWS else []),
             *([f"rows of {width} bytes > {MAX_ROW_BYTES}"] if width > MAX_ROW_BYTES else [])]
 
@@ -56,7 +57,7 @@ class GatherLayer:
     result: DramTensor
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
-        rows, width = self.table.shape
+        rows, width = self.table.shape[0], self.table.elements // self.table.shape[0]
         total = self.indices.elements
         chunk = _chunk(total, width, config)
         tiles = []
@@ -67,7 +68,7 @@ class GatherLayer:
             loads: list[Spec] = [
                 ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * n)),
                 ("LOAD", dict(dram=base(self.indices) + 4 * start, space="acc", sram=acc, planes=1, rows=1, cols=1)),
-                ("CONFIG_LOAD", dict(row_stride=self.table.strides[0], plane_stride=0, col_stride=0,
+                ("CONFIG_LOAD", dict(row_stride=width, plane_stride=0, col_stride=0,
                                      elem_bytes=width)),
                 ("GATHER", dict(dram=base(self.table), idx=acc, sram=spad, count=n, rows=rows))]
             stores: list[Spec] = [

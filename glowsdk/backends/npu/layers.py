@@ -25,17 +25,20 @@ from ...graph.nodes.lrn_int8 import lrn_table
 from ...graph.types import ElemKind
 from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
+from .broadcast import RowBroadcastLayer
 from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Lut8, Requant, Rescale8
 from .gather import gather_layer
 from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
 from .depthwise import DepthwiseLayer
 from .grouped import grouped_layers
+from .layernorm import layernorm_layer
 from .lrn import LrnLayer
 from .lut import lut_layer
 from .shuffle import channel_shuffle
 from .tensors import DramPlanner, DramTensor, dense_strides, nhwc_strides
-from .support import quantized_form_ok, whole_image_window
+from .support import product_form, quantized_form_ok, whole_image_window
+from .product import ProductLayer
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
 from .tiling import ConvShape
 from .vector import ElementwiseLayer, PoolLayer, check_requant
@@ -315,6 +318,8 @@ class LayerBuilder:
     def _mul(self, node: Node) -> None:
         """x * a[c] [+ b[c]] -> Rescale: a standalone BatchNorm as the per-channel affine layer (affine.py); x * s
         with s computed at run time: a channel gate (gate.py)."""
+        if product_form(node):
+            return self._product(node)
         if not any(isinstance(v.node, Constant) for v in node.inputs):
             return self._gate(node)
         x, a = (node.lhs, node.rhs) if isinstance(node.rhs.node, Constant) else (node.rhs, node.lhs)
@@ -337,6 +342,18 @@ class LayerBuilder:
         self.values[user.result()] = out
         requant = requant_params(user.input, user.result(), 1, f"'{user.name}'")
         self.layers.append(Layer(node.name, node.kind, AffineLayer(source, out, channels, *rows, _zero(x), requant)))
+
+    def _product(self, node: Node) -> None:
+        """a * b -> Rescale of two int8 tensors of one shape computed at run time (product.py)."""
+        rescale = next(iter(node.users))
+        self.fused.add(id(rescale))
+        lhs, rhs = (self._constant_operand(v, node.type.shape, False) if isinstance(v.node, Constant)
+                    else self.laid_out(v, nhwc=False) for v in (node.lhs, node.rhs))
+        out = self._new(rescale.result())
+        self.values[rescale.result()] = out
+        requant = requant_params(rescale.input, rescale.result(), 1, f"'{rescale.name}'")
+        self.layers.append(Layer(node.name, node.kind, ProductLayer(lhs, rhs, out, (_zero(node.lhs), _zero(node.rhs)),
+                                                                    requant)))
 
     def _gate(self, node: Node) -> None:
         """x * s -> Rescale, s one int8 value per channel computed at run time: the channel-gate layer (gate.py)."""
@@ -383,7 +400,18 @@ class LayerBuilder:
 
     def _elementwise(self, node: Node, op: str, operands: list[NodeValue], **extra: Any) -> None:
         """Chunks of the operands in one layout: NHWC when every computed operand is a compact NHWC image
-        (constants follow it), else row-major."""
+        (constants follow it), else row-major; a computed row broadcast over the other operand's rows is
+        broadcast.py's layer."""
+        rows = [v for v in operands if v.type.shape != node.type.shape and not isinstance(v.node, Constant)]
+        if rows:
+            other = next(v for v in operands if v is not rows[0])
+            full = (self._constant_operand(other, node.type.shape, False) if isinstance(other.node, Constant)
+                    else self.laid_out(other, nhwc=False))
+            out = self._new(node.result())
+            self.values[node.result()] = out
+            self.layers.append(Layer(node.name, node.kind, RowBroadcastLayer(
+                op, full, self.laid_out(rows[0], nhwc=False), out, **extra)))
+            return
         shape = node.type.shape
         computed = [self.tensor(v) for v in operands if not isinstance(v.node, Constant)]
         nhwc = len(shape) == 4 and all(t.is_nhwc() and t.extent == t.elements for t in computed)
@@ -395,6 +423,9 @@ class LayerBuilder:
 
     def _add(self, node: Node) -> None:
         self._elementwise(node, "Add", [node.lhs, node.rhs], zero=_zero(node.result()))
+
+    def _sub(self, node: Node) -> None:
+        self._elementwise(node, "Sub", [node.lhs, node.rhs], zero=_zero(node.result()))
 
     def _max(self, node: Node) -> None:
         self._elementwise(node, "Max", [node.lhs, node.rhs])
@@ -437,7 +468,10 @@ class LayerBuilder:
         self.values[node.result()] = out
         length = trailing_length(node.input.type.shape, tuple(node.axes))
         table = self.add_constant(softmax_table(_scale(node.input), length))
-        self.layers.append(Layer(node.name, node.kind, SoftmaxLayer(source, out, length, table)))
+        self.layers.append(Layer(node.name, node.kind, SoftmaxLayer(source, out, length, table, node.masked)))
+
+    def _integerlayernorm(self, node: Node) -> None:
+        self.layers.append(Layer(node.name, node.kind, layernorm_layer(self, node)))
 
     def _gather(self, node: Node) -> None:
         self.layers.append(Layer(node.name, node.kind, gather_layer(self, node)))
@@ -446,6 +480,11 @@ class LayerBuilder:
         self.layers.append(Layer(node.name, node.kind, lut_layer(self, node)))
 
     # -- data movement -----------------------------------------------------------------------------------
+    def _reinterpret(self, node: Node) -> None:
+        """The same int8 bytes read with another scale and offset (a division folded into a Rescale): a view."""
+        self.values[node.result()] = replace(self.tensor(node.input), name=node.name, scale=_scale(node.result()),
+                                             zero=_zero(node.result()))
+
     def _reshape(self, node: Node) -> None:
         source = self.laid_out(node.input, nhwc=False)
         shape = node.type.shape

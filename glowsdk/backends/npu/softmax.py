@@ -31,10 +31,10 @@ def softmax_table(scale: float, length: int) -> bytes:
     return quant.softmax_table(scale, length)[::-1].astype("<i4").tobytes()
 
 
-def fits(length: int, config: ArchConfig) -> bool:
-    """Whether two slots of a group fit the SRAMs next to the table."""
+def fits(length: int, config: ArchConfig, masked: bool = False) -> bool:
+    """Whether two slots of a group fit the SRAMs next to the table (a masked one holds its 0/1 weights too)."""
     spad = WIDE_LUT_BYTES + 2 * 2 * _align(length)
-    acc = 2 * (_align(length) + 2)
+    acc = 2 * ((1 + masked) * _align(length) + 2)
     return length <= MAX_GROUP and spad <= config.scratchpad_bytes and 4 * acc <= config.accumulator_bytes
 
 
@@ -51,13 +51,15 @@ class SoftmaxLayer:
     length: int
     table: int
     """constants offset of the 1 KiB exponential table"""
+    masked: bool = False
+    """the input code -128 is -inf (nn.Softmax's `masked`): its exponential is multiplied by 0"""
 
     def prologue(self, constants: int) -> list[Spec]:
         return [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=WIDE_LUT_BYTES)),
                 ("LOAD", dict(dram=constants + self.table, space="spad", sram=0, planes=1, rows=1, cols=1))]
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
-        if not fits(self.length, config):
+        if not fits(self.length, config, self.masked):
             raise UnsupportedError(f"a Softmax over {self.length} elements does not fit the SRAMs")
         n = self.length
         stride = _align(n)
@@ -65,7 +67,9 @@ class SoftmaxLayer:
         for g in range(self.source.elements // n):
             slot = g % 2
             x, y = WIDE_LUT_BYTES + slot * 2 * stride, WIDE_LUT_BYTES + slot * 2 * stride + stride
-            e, peak, total = slot * (stride + 2), slot * (stride + 2) + stride, slot * (stride + 2) + stride + 1
+            words = (1 + self.masked) * stride + 2
+            e, peak, total = slot * words, slot * words + stride, slot * words + stride + 1
+            weight = total + 1
             dma = dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)
             loads: list[Spec] = [("CONFIG_LOAD", dma), ("LOAD", dict(dram=base(self.source) + g * n, space="spad",
                                                                       sram=x, planes=1, rows=1, cols=1))]
@@ -75,7 +79,16 @@ class SoftmaxLayer:
                 ("VSUB", dict(dst_space="acc", dst=e, src1_space="spad", src1=x, src2_space="acc", src2=peak,
                               bcast=1, **column)),
                 ("LUT32", dict(dst=e, src=e, table=0, count=n, base=255)),
+            ]
+            if self.masked:  # e * min(x + 128, 1): no weight for the code -128
+                vector += [("VADDI", dict(dst_space="acc", dst=weight, src_space="spad", src=x, count=n, imm=128)),
+                           ("VMINI", dict(dst_space="acc", dst=weight, src_space="acc", src=weight, count=n, imm=1)),
+                           ("VMUL", dict(dst_space="acc", dst=e, src1_space="acc", src1=e, src2_space="acc",
+                                         src2=weight, bcast=0, **column))]
+            vector += [
                 ("REDUCE", dict(op="sum", accumulate=0, dst=total, src_space="acc", src=e, **column)),
+                *([("VMAXI", dict(dst_space="acc", dst=total, src_space="acc", src=total, count=1, imm=1))]
+                  if self.masked else []),
                 ("VDIV", dict(dst_space="acc", dst=e, src1_space="acc", src1=e, src2_space="acc", src2=total,
                               bcast=1, shift=quant.SOFTMAX_SHIFT, **column)),
                 ("VADDI", dict(dst_space="spad", dst=y, src_space="acc", src=e, count=n, imm=nn.SOFTMAX_ZERO)),

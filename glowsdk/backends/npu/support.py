@@ -24,10 +24,13 @@ from isa.config import ArchConfig
 
 from ...graph.node import Constant, Node, NodeValue, Placeholder
 from ...graph.nodes import quant
+from ...graph.nodes.layernorm_int8 import statistics_unused
 from ...graph.nodes.lrn_int8 import lrn_table
 from ...graph.types import ElemKind
 from .bmm import bmm_limits
+from .broadcast import row_length
 from .gather import gather_limits
+from .layernorm import layernorm_limits
 from .softmax import MAX_GROUP, fits, trailing_length
 
 Q8, Q32 = ElemKind.QINT8, ElemKind.QINT32
@@ -126,7 +129,7 @@ LIMITS: dict[str, Callable[[Node], list[str]]] = {
 
 def _softmax_fits(node: Node, config: ArchConfig) -> list[str]:
     length = trailing_length(node.input.type.shape, tuple(node.axes))
-    if length is None or length > MAX_GROUP or fits(length, config):
+    if length is None or length > MAX_GROUP or fits(length, config, bool(node.attrs.get("masked", False))):
         return []
     return [f"a group of {length} elements does not fit the '{config.name}' configuration's scratchpad "
             f"({config.scratchpad_bytes} B) and accumulator ({config.accumulator_bytes} B)"]
@@ -234,8 +237,18 @@ def _gate(node: Node) -> bool:
             and _rescaled(node))
 
 
+def product_form(node: Node) -> bool:
+    """Two int8 tensors of the result's shape, one at least computed at run time (the other may be a constant of
+    any broadcastable shape, made whole), into int32, rescaled after (product.py), where the per-channel forms
+    (affine.py, gate.py) do not apply."""
+    computed = [v for v in node.inputs if not _constant(v)]
+    return (node.type.elem is Q32 and bool(computed) and all(_int8(v) for v in node.inputs)
+            and all(v.type.shape == node.type.shape for v in computed) and _rescaled(node)
+            and not _mul(node) and not _gate(node))
+
+
 def _mul_or_gate(node: Node) -> bool:
-    return _mul(node) or _gate(node)
+    return _mul(node) or _gate(node) or product_form(node)
 
 
 def _same_quant(a: NodeValue, node: Node) -> bool:
@@ -243,9 +256,11 @@ def _same_quant(a: NodeValue, node: Node) -> bool:
 
 
 def _same_type(node: Node) -> bool:
-    """int8 operands and result of one scale and offset; an operand of another shape must be a constant."""
+    """int8 operands and result of one scale and offset; an operand of another shape must be a constant, or one row
+    of the result broadcast over its other rows (a padding mask: broadcast.py)."""
     return _int8(node.result()) and all(
-        _same_quant(v, node) and (v.type.shape == node.type.shape or _constant(v)) for v in node.inputs)
+        _same_quant(v, node) and (v.type.shape == node.type.shape or _constant(v)
+                                  or row_length(v.type.shape, node.type.shape) is not None) for v in node.inputs)
 
 
 def _rescale(node: Node) -> bool:
@@ -307,19 +322,36 @@ def any_form(node: Node) -> bool:
     return True
 
 
+def layernorm_form(node: Node) -> bool:
+    """A LayerNorm over the last dim whose statistics nobody reads: the quantizer's IntegerLayerNorm."""
+    rank = node.input.type.rank
+    return node.axis in (rank - 1, -1) and statistics_unused(node) and not layernorm_limits(
+        node.input.type.shape[-1] if rank else 0)
+
+
+def _integer_layernorm(node: Node) -> bool:
+    return (_int8(node.input) and _int8(node.result()) and _constant(node.gamma) and _constant(node.beta)
+            and not layernorm_limits(node.input.type.shape[-1]))
+
+
 TABLE_KINDS = ("Sigmoid", "Gelu", "HardSigmoid", "HardSwish", "Silu")
 """Unary kinds that lower to several primitives on other targets; the quantizer makes each one TableLookup (Tanh,
 Erf and Exp are primitives: no lowering to refuse)."""
 
 KEPT_UNLOWERED: dict[str, Callable[[Node], bool]] = {
     "Softmax": softmax_form, "GlobalAveragePool": global_pool_form, "ReduceMean": spatial_mean_form,
-    "LRN": lrn_form, "TableLookup": any_form,
+    "LRN": lrn_form, "TableLookup": any_form, "LayerNorm": layernorm_form,
     **{kind: any_form for kind in TABLE_KINDS}}
 """Kinds the NPU keeps unlowered in these forms, for the shared quantizer to convert to what its layers run."""
 
 
 def _softmax(node: Node) -> bool:
     return _int8(node.input) and softmax_form(node)
+
+
+def _reinterpret(node: Node) -> bool:
+    """int8 bytes relabelled with another per-tensor scale and offset: a view of the same bytes."""
+    return _int8(node.input) and _int8(node.result())
 
 
 def _gather(node: Node) -> bool:
@@ -337,7 +369,7 @@ def _table_lookup(node: Node) -> bool:
 QUANTIZED_FORMS: dict[str, Callable[[Node], bool]] = {
     "Conv": _conv, "MatMul": _matmul, "Mul": _mul_or_gate, "Rescale": _rescale, "MaxPool": _pool, "AveragePool": _pool,
     "Max": _same_type, "Min": _same_type, "Reshape": _moves, "Transpose": _moves, "Concat": _moves,
-    "Slice": _moves, "Gather": _gather, "Softmax": _softmax, "LRN": _lrn, "TableLookup": _table_lookup, "Quantize": _border,
+    "Slice": _moves, "Reinterpret": _reinterpret, "Gather": _gather, "IntegerLayerNorm": _integer_layernorm, "Softmax": _softmax, "LRN": _lrn, "TableLookup": _table_lookup, "Quantize": _border,
     "Dequantize": _border,
 }
 
@@ -346,5 +378,7 @@ def quantized_form_ok(node: Node) -> bool:
     """Whether the NPU runs `node` as it is (a quantized node of a form the layers implement)."""
     if node.kind == "Add":
         return _bias_add(node) if node.type.elem is Q32 else _same_type(node)
+    if node.kind == "Sub":  # saturate(a - b + zero) in one type (vector.py), no run-time broadcast
+        return _same_type(node) and all(v.type.shape == node.type.shape or _constant(v) for v in node.inputs)
     check = QUANTIZED_FORMS.get(node.kind)
     return check is not None and check(node)

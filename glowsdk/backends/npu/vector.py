@@ -54,7 +54,7 @@ class ElementwiseLayer:
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
         if not all(_flat(t) and t.same_layout(self.result) for t in (*self.operands, self.result)):
             raise AssertionError("element-wise operands must share one compact layout")
-        chunk = _slots(config, len(self.operands) + 1, self.op in ("Add", "Rescale"))
+        chunk = _slots(config, len(self.operands) + 1, self.op in ("Add", "Sub", "Rescale"))
         slot_bytes = chunk * (len(self.operands) + 1)
         total = self.result.elements
         tiles = []
@@ -74,10 +74,11 @@ class ElementwiseLayer:
         return tiles
 
     def _vector(self, ins: list[int], out: int, acc: int, n: int) -> list[Spec]:
-        if self.op == "Add":
-            return [("VADD", dict(dst_space="acc", dst=acc, src1_space="spad", src1=ins[0], src2_space="spad",
-                                  src2=ins[1], rows=1, cols=n, bcast=0)),
-                    ("VSUBI", dict(dst_space="spad", dst=out, src_space="acc", src=acc, count=n, imm=self.zero))]
+        if self.op in ("Add", "Sub"):  # saturate(a +- b -+ zero): exact in the accumulator, saturated back
+            return [("V" + self.op.upper(), dict(dst_space="acc", dst=acc, src1_space="spad", src1=ins[0],
+                                                 src2_space="spad", src2=ins[1], rows=1, cols=n, bcast=0)),
+                    ("VSUBI" if self.op == "Add" else "VADDI", dict(dst_space="spad", dst=out, src_space="acc",
+                                                                    src=acc, count=n, imm=self.zero))]
         if self.op in ("Max", "Min"):
             return [("V" + self.op.upper(), dict(dst_space="spad", dst=out, src1_space="spad", src1=ins[0],
                                                  src2_space="spad", src2=ins[1], rows=1, cols=n, bcast=0))]

@@ -72,6 +72,7 @@ _TABLE = [
       (tensor.Reshape, tensor.Transpose, tensor.Slice, tensor.Concat, tensor.Gather, tensor.Expand, core.Splat)),
     *(Primitive(k, FLOATS | QUANTIZED | INTEGERS, "quant") for k in
       (quant.Quantize, quant.Dequantize, quant.Rescale, quant.Reinterpret)),
+    Primitive(quant.IntegerLayerNorm, frozenset({ElemKind.QINT8, ElemKind.INT32}), "quant"),
 ]
 
 PRIMITIVES: dict[str, Primitive] = {p.name: p for p in _TABLE}

@@ -411,14 +411,20 @@ def _softmax_type(node: Node) -> Type:
     return x
 
 
-def _softmax(name: str, doc: str) -> type[Node]:
-    return define_node(name, "input", attrs=[ints_attr("axes", doc="the dims normalised jointly")],
-                       infer=_softmax_type, verify=_verify_softmax, family=FAMILY, doc=doc)
+def _softmax(name: str, doc: str, masked: bool = False) -> type[Node]:
+    attrs = [ints_attr("axes", doc="the dims normalised jointly")]
+    if masked:
+        attrs.append(bool_attr("masked", False, doc="int8: the input code -128 stands for -inf (a mask)"))
+    return define_node(name, "input", attrs=attrs, infer=_softmax_type, verify=_verify_softmax, family=FAMILY,
+                       doc=doc)
 
 
 Softmax = _softmax("Softmax", """exp(x) / sum(exp(x)) over `axes` jointly (one axis since opset 13, the flattened
     trailing dims before). On int8q x (scale s) the result is int8q with scale 1/256 and offset -128, computed
     on raw integers: with L elements per group, k = min(30, 31 - bit_length(L)) and the table
     T[j] = round(2^k * exp(-s * j)) for j < 256, e = T[min(max(x) - x, 255)], S = sum(e), and
-    y = clamp(round(256 * e / S) - 128, -128, 127), both roundings half to even (vendor_guide/quantization.md).""")
+    y = clamp(round(256 * e / S) - 128, -128, 127), both roundings half to even (vendor_guide/quantization.md).
+    With `masked` (set by the quantizer where an attention mask's -inf reaches the Softmax as int8's saturated
+    minimum), an input code of -128 is -inf: its e is 0 and S = max(sum(e), 1), so it gets probability 0.""",
+                   masked=True)
 LogSoftmax = _softmax("LogSoftmax", "x - log(sum(exp(x))) over `axes` jointly.")

@@ -271,3 +271,28 @@ TableLookup = define_node(
     doc="A unary function of an int8 tensor as a table of its 256 codes: q' = table[q + 128]. The result has "
         "the table's type (its scale and offset) at the input's shape. The quantizer builds the table of a float "
         "unary node (Sigmoid, Tanh, Gelu...) with `lookup_table`; the NPU runs it as LUT, a host as a Gather.")
+
+
+def _integer_layer_norm_type(node: Node) -> Type:
+    x, out = node.input.type, node.result_type
+    for value, what in ((x, "input"), (out, "result_type")):
+        if value.elem is not ElemKind.QINT8 or value.per_channel:
+            raise node.fail(f"{what} must be per-tensor int8q, got {value}")
+    length = x.shape[-1] if x.shape else 0
+    for value, what in ((node.gamma, "gamma"), (node.beta, "beta")):
+        if value.type != Type(ElemKind.INT32, (length,)):
+            raise node.fail(f"{what} must be int32<{length}> (one value per element of the last dim), "
+                            f"got {value.type}")
+    if not 1 <= node.shift <= 32:
+        raise node.fail(f"shift {node.shift} outside 1..32")
+    return out.with_shape(x.shape)
+
+
+IntegerLayerNorm = define_node(
+    "IntegerLayerNorm", "input gamma beta", attrs=[int_attr("epsilon"), int_attr("shift"), type_attr("result_type")],
+    infer=_integer_layer_norm_type, family=FAMILY,
+    doc="LayerNormalization over the last dim of an int8 tensor in integers only (layernorm_int8.py; "
+        "vendor_guide/quantization.md): the mean and variance of the codes, an integer square root by Newton "
+        "steps, the normalised value with 12 fraction bits times gamma, plus beta (int32, the result's scale "
+        "times 2^-shift), rounded to the result type. The quantizer makes it from a LayerNorm a backend keeps "
+        "unlowered (the NPU runs it on the vector engine).")

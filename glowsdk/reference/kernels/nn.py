@@ -353,7 +353,10 @@ def _int8_softmax(node, x: np.ndarray) -> np.ndarray:
     table = quant.softmax_table(node.input.type.scale, length)
     raw = x.astype(np.int64)
     e = table[np.minimum(raw.max(axis=node.axes, keepdims=True) - raw, quant.SOFTMAX_TABLE_SIZE - 1)]
-    q = numerics.divide_rounded(e, e.sum(axis=node.axes, keepdims=True), quant.SOFTMAX_SHIFT)
+    if node.masked:  # the code -128 is -inf: no weight, and a group of nothing else sums to 1, not 0
+        e = np.where(raw == -128, 0, e)
+    total = e.sum(axis=node.axes, keepdims=True)
+    q = numerics.divide_rounded(e, np.maximum(total, 1) if node.masked else total, quant.SOFTMAX_SHIFT)
     return np.clip(q + nn.SOFTMAX_ZERO, -128, 127).astype(np.int8)
 
 

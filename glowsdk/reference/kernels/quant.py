@@ -11,6 +11,7 @@ import numpy as np
 from isa import numerics
 
 from ...graph.nodes import quant
+from ...graph.nodes.layernorm_int8 import integer_layernorm
 from ...graph.types import Type
 from ..registry import kernel
 from .windows import conv
@@ -95,3 +96,9 @@ def _integer_conv(node, x, w, x_zero, w_zero, bias):
     if bias is not None:
         acc += bias.astype(np.float64).reshape((-1,) + (1,) * k)
     return acc.astype(np.int32)
+
+
+@kernel(quant.IntegerLayerNorm)
+def _integer_layer_norm(node, x, gamma, beta):
+    return integer_layernorm(x, node.input.type.shape[-1], gamma, beta, node.epsilon, node.shift,
+                             node.type.offset)

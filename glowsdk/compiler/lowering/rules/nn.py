@@ -266,7 +266,11 @@ def _int8_softmax(b: Lowerer, node: nn.Softmax) -> NodeValue:
     below = b.add(ew.Sub, b.add(rd.ReduceMax, raw, axes=axes, keepdims=True), raw)
     steps = b.add(ew.Min, below, b.scalar(quant.SOFTMAX_TABLE_SIZE - 1, i64))
     e = b.add(tensor.Gather, table, steps, axis=0)
+    if node.masked:  # the code -128 is -inf: e times min(raw + 128, 1), the sum at least 1
+        e = b.add(ew.Mul, e, b.add(ew.Min, b.add(ew.Add, raw, b.scalar(128, i64)), b.scalar(1, i64)))
     total = b.add(rd.ReduceSum, e, axes=axes, keepdims=True)
+    if node.masked:
+        total = b.add(ew.Max, total, b.scalar(1, i64))
     q = _divide_rounded(b, b.add(ew.Mul, e, b.scalar(1 << quant.SOFTMAX_SHIFT, i64)), total)
     shifted = b.add(ew.Add, q, b.scalar(nn.SOFTMAX_ZERO, i64))
     code = b.add(ew.Min, b.add(ew.Max, shifted, b.scalar(-128, i64)), b.scalar(127, i64))
