@@ -24,15 +24,15 @@ from sim.binding import run_binary
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from seq_models import seq_inputs, seq_model  # noqa: E402
 
-COSINE = {"lstm_seq": 0.99, "gru_seq": 0.98}
-"""The lowest cosine to the float model over the inputs below (issue 23 asks 0.99: the GRU measures 0.985)."""
+CALIBRATION = range(10, 74)
+"""64 seeded sequences: with 16 a GRU test input's largest logit passed the calibrated range and saturated."""
 
 
 @pytest.fixture(scope="module", params=["lstm_seq", "gru_seq"])
 def compiled(request):
     name = request.param
     network = glowsdk.load(seq_model(name))
-    profile = collect_profile(network, [seq_inputs(name, s) for s in range(10, 26)])
+    profile = collect_profile(network, [seq_inputs(name, s) for s in CALIBRATION])
     npu = glowsdk.compile(network, "npu", quantization=QuantizationConfig(profile), config="default", fallback="none")
     return name, network, npu
 
@@ -50,7 +50,7 @@ def test_recurrent_model_runs_whole_on_the_npu_bit_exact(compiled):
         feeds = seq_inputs(name, seed)
         a = run_binary(npu.compiled.binary, PRESETS["default"], feeds).outputs["logits"].ravel().astype(np.float64)
         b = floats.run(feeds)["logits"].ravel().astype(np.float64)
-        assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) >= COSINE[name]
+        assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) >= 0.99
 
 
 def test_the_elementwise_product_is_the_offset_product(compiled):
