@@ -18,7 +18,7 @@ from .depthwise import DepthwiseLayer
 from .dma import copy_tiles, transfers
 from .emitter import Emitter
 from .gemm import GemmLayer
-from .layernorm import LayerNormLayer
+from .layernorm import LayerNormLayer, TransposeLayer
 from .globalpool import GlobalPoolLayer
 from .layers import CopyLayer, Layer, LayerBuilder
 from .pipeline import emit_layer
@@ -42,8 +42,12 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> Wo
     elif isinstance(body, BatchMatMulLayer):
         tiles, matmul_config = body.tiles(base, plan.constants.base, config)
         emit_layer(em, tiles, body.prologue(plan.constants.base), matmul_config)
+    elif isinstance(body, TransposeLayer):
+        tiles, transpose = body.tiles(base, config)
+        emit_layer(em, tiles, body.prologue(base), transpose)
     elif isinstance(body, LayerNormLayer):
-        emit_layer(em, body.tiles(base, config), body.prologue(plan.constants.base, base))
+        tiles, transpose = body.tiles(base, config)
+        emit_layer(em, tiles, body.prologue(plan.constants.base, base), transpose)
     elif isinstance(body, SoftmaxLayer):
         emit_layer(em, body.tiles(base, config), body.prologue(plan.constants.base))
     elif isinstance(body, GlobalPoolLayer):

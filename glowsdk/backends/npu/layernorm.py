@@ -1,15 +1,17 @@
 """The int8 LayerNorm layer (quant.IntegerLayerNorm) on the vector engine, bit-exact with layernorm_int8.py.
 
-A tile is T groups (tokens) of D elements, loaded transposed into a D x T scratchpad block (one token per
-column, by a strided LOAD), so that every per-token statistic is a row of T: REDUCE sums the columns (mean and
+A tile is T groups (tokens) of D elements, loaded as they lie (T x D, one DRAM run) and transposed on the array
+into a D x T accumulator block (one token per column): a MATMUL by the T x T identity whose im2col window reads
+the tile column by column (out_w = D, row pitch D, pixel pitch 1). Every per-token statistic is then a row of T: REDUCE sums the columns (mean and
 variance), VSUB and VDIV broadcast a row over the D rows, and Newton's square-root steps run on one row of T for
-all the tile's tokens at once. Gamma and beta, per element, become D x T blocks in the accumulator by a LOAD
-that repeats each value along its row (col_stride 0), once in the layer's prologue, with a row of T copies of D
-for the divisions by D. REQUANT by 2^-shift gives the int8 result, stored back transposed.
+all the tile's tokens at once. Gamma and beta, per element, are D x T blocks among the constants (each value
+repeated along its row), loaded into the accumulator once, in the layer's prologue, with a row of T copies of D
+for the divisions by D. REQUANT by 2^-shift gives the int8 result; a TransposeLayer turns its D x T blocks back
+into rows on the array (a MATMUL by the D x D identity, the same im2col trick) where the identity fits.
 
-Every tile has the same T (a divisor of the group count), so the prologue's blocks fit every tile. The strided
-loads and stores move one byte per DRAM run: a LayerNorm layer is DRAM-bound (the report's bound column says
-so), the price of having no transpose inside the SRAMs.
+Every tile has the same T (a divisor of the group count), so the prologue's blocks fit every tile. Where the
+D x D identity does not fit the scratchpad, the result is stored transposed by a strided STORE instead, one
+byte per DRAM run.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from isa.config import ArchConfig
 from ...errors import UnsupportedError
 from ...graph.node import Node
 from ...graph.nodes.layernorm_int8 import NEWTON_STEPS, NORM_BITS, ROOT_START, VAR_BITS
+from .gemm import best_dataflow
 from .pipeline import Spec, Step, Tile
 from .tensors import DramTensor
 
@@ -43,7 +46,8 @@ def tokens_per_tile(groups: int, length: int, config: ArchConfig) -> int:
     for t in range(1, min(groups, MAX_TOKENS) + 1):
         if groups % t:
             continue
-        if 2 * 2 * length * t <= config.scratchpad_bytes and 2 * length * t + t + 2 * (2 * length * t + 4 * t) <= words:
+        if t * t + 2 * 2 * length * t + 128 <= config.scratchpad_bytes and \
+                2 * length * t + t + 2 * (2 * length * t + 4 * t) <= words:
             best = t
     return best
 
@@ -61,11 +65,15 @@ class LayerNormLayer:
     beta: DramTensor
     lengths: DramTensor
     """MAX_TOKENS-or-fewer int32 copies of D, among the constants"""
+    identity: DramTensor
+    """the T x T int8 identity the array transposes a tile with"""
     epsilon: int
     shift: int
     zero: int
     tokens: int
     """T"""
+    blocks: bool = False
+    """store each tile's D x T result as it is (one DRAM run) for a TransposeLayer, not transposed byte by byte"""
 
     def _blocks(self) -> tuple[int, int, int]:
         """Accumulator word addresses of the gamma block, the beta block and the row of D."""
@@ -75,34 +83,43 @@ class LayerNormLayer:
     def prologue(self, constants: int, base: Callable[[DramTensor], int]) -> list[Spec]:
         d, t = self.length, self.tokens
         gamma, beta, lengths = self._blocks()
-        repeat = dict(row_stride=4, plane_stride=0, col_stride=0, elem_bytes=4)
-        return [("CONFIG_LOAD", repeat),
-                ("LOAD", dict(dram=base(self.gamma), space="acc", sram=gamma, planes=1, rows=d, cols=t)),
-                ("LOAD", dict(dram=base(self.beta), space="acc", sram=beta, planes=1, rows=d, cols=t)),
+        rows = dict(row_stride=4 * t, plane_stride=0, col_stride=0, elem_bytes=4 * t)
+        return [("CONFIG_LOAD", rows),
+                ("LOAD", dict(dram=base(self.gamma), space="acc", sram=gamma, planes=1, rows=d, cols=1)),
+                ("LOAD", dict(dram=base(self.beta), space="acc", sram=beta, planes=1, rows=d, cols=1)),
                 ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * t)),
-                ("LOAD", dict(dram=base(self.lengths), space="acc", sram=lengths, planes=1, rows=1, cols=1))]
+                ("LOAD", dict(dram=base(self.lengths), space="acc", sram=lengths, planes=1, rows=1, cols=1)),
+                ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=t * t)),
+                ("LOAD", dict(dram=base(self.identity), space="spad", sram=0, planes=1, rows=1, cols=1))]
 
-    def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
+    def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Spec]:
         d, t = self.length, self.tokens
         block = d * t
         gamma, beta, lengths = self._blocks()
         acc0 = 2 * block + t
+        spad0 = -(-t * t // 64) * 64
+        transpose = ("CONFIG_MATMUL", dict(dataflow=best_dataflow(d, t, t, config), im2col=1, out_w=d, channels=1,
+                                           kw=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, row_pitch=d,
+                                           pixel_pitch=1))
         tiles = []
         for k, first in enumerate(range(0, self.source.elements // d, t)):
             slot = k % 2
-            x, y = slot * 2 * block, slot * 2 * block + block
+            x, y = spad0 + slot * 2 * block, spad0 + slot * 2 * block + block
             diff = acc0 + slot * (2 * block + 4 * t)
             square, total, var, root, step = diff + block, diff + 2 * block, diff + 2 * block + t, \
                 diff + 2 * block + 2 * t, diff + 2 * block + 3 * t
-            transposed = dict(row_stride=1, plane_stride=0, col_stride=d, elem_bytes=1)
-            loads: list[Spec] = [("CONFIG_LOAD", transposed), ("LOAD", dict(
-                dram=base(self.source) + first * d, space="spad", sram=x, planes=1, rows=d, cols=t))]
+            loads: list[Spec] = [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=block)),
+                                 ("LOAD", dict(dram=base(self.source) + first * d, space="spad", sram=x, planes=1,
+                                               rows=1, cols=1))]
+            # column j of the T x D tile times the identity: the D x T block, token j in column j
+            matmuls: list[Spec] = [transpose, ("MATMUL", dict(inp=x, wgt=0, acc=square, rows=d, k=t, n=t,
+                                                              acc_mode=0))]
             matrix, row = dict(rows=d, cols=t), dict(rows=1, cols=t)
             vector: list[Spec] = [
-                ("REDUCE", dict(op="sum", accumulate=0, dst=total, src_space="spad", src=x, **matrix)),
+                ("REDUCE", dict(op="sum", accumulate=0, dst=total, src_space="acc", src=square, **matrix)),
                 _div(total, total, lengths, row, 0, 0),                                   # mu
-                ("VSUB", dict(dst_space="acc", dst=diff, src1_space="spad", src1=x, src2_space="acc", src2=total,
-                              bcast=1, **matrix)),                                       # d = x - mu
+                ("VSUB", dict(dst_space="acc", dst=diff, src1_space="acc", src1=square, src2_space="acc",
+                              src2=total, bcast=1, **matrix)),                           # d = x - mu
                 ("VMUL", dict(dst_space="acc", dst=square, src1_space="acc", src1=diff, src2_space="acc",
                               src2=diff, bcast=0, **matrix)),
                 ("REDUCE", dict(op="sum", accumulate=0, dst=var, src_space="acc", src=square, **matrix)),
@@ -125,10 +142,65 @@ class LayerNormLayer:
                 ("CONFIG_REQUANT", dict(multiplier=1 << 30, shift=self.shift - 1, zero_point=self.zero,
                                         clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0)),
                 ("REQUANT", dict(dst=y, src=diff, **matrix))]
-            stores: list[Spec] = [("CONFIG_STORE", transposed), ("STORE", dict(
-                dram=base(self.result) + first * d, space="spad", sram=y, planes=1, rows=d, cols=t))]
-            tiles.append(Tile([Step(loads)], vector, stores))
-        return tiles
+            if self.blocks:
+                stores: list[Spec] = [
+                    ("CONFIG_STORE", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=block)),
+                    ("STORE", dict(dram=base(self.result) + first * d, space="spad", sram=y, planes=1, rows=1,
+                                   cols=1))]
+            else:
+                transposed = dict(row_stride=1, plane_stride=0, col_stride=d, elem_bytes=1)
+                stores = [("CONFIG_STORE", transposed), ("STORE", dict(
+                    dram=base(self.result) + first * d, space="spad", sram=y, planes=1, rows=d, cols=t))]
+            tiles.append(Tile([Step(loads, matmuls)], vector, stores))
+        return tiles, transpose
+
+
+@dataclass
+class TransposeLayer:
+    """D x T blocks of int8 (a LayerNorm's tiles, token j in column j) back to T x D rows, on the array: a MATMUL by
+    the D x D identity whose im2col window reads each block column by column, then VADDI to int8 (exact)."""
+
+    source: DramTensor
+    result: DramTensor
+    length: int
+    tokens: int
+    identity: DramTensor
+
+    def prologue(self, base: Callable[[DramTensor], int]) -> list[Spec]:
+        return [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=self.length ** 2)),
+                ("LOAD", dict(dram=base(self.identity), space="spad", sram=0, planes=1, rows=1, cols=1))]
+
+    def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Spec]:
+        d, t = self.length, self.tokens
+        block = d * t
+        spad0 = -(-d * d // 64) * 64
+        transpose = ("CONFIG_MATMUL", dict(dataflow=best_dataflow(t, d, d, config), im2col=1, out_w=t, channels=1,
+                                           kw=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, row_pitch=t,
+                                           pixel_pitch=1))
+        flat = dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=block)
+        tiles = []
+        for k, first in enumerate(range(0, self.source.elements // d, t)):
+            slot = k % 2
+            x, y, acc = spad0 + slot * 2 * block, spad0 + slot * 2 * block + block, slot * block
+            loads: list[Spec] = [("CONFIG_LOAD", flat), ("LOAD", dict(dram=base(self.source) + first * d,
+                                                                       space="spad", sram=x, planes=1, rows=1,
+                                                                       cols=1))]
+            matmuls: list[Spec] = [transpose, ("MATMUL", dict(inp=x, wgt=0, acc=acc, rows=t, k=d, n=d, acc_mode=0))]
+            vector: list[Spec] = [("VADDI", dict(dst_space="spad", dst=y, src_space="acc", src=acc, count=block,
+                                                 imm=0))]
+            stores: list[Spec] = [("CONFIG_STORE", flat), ("STORE", dict(dram=base(self.result) + first * d,
+                                                                          space="spad", sram=y, planes=1, rows=1,
+                                                                          cols=1))]
+            tiles.append(Tile([Step(loads, matmuls)], vector, stores))
+        return tiles, transpose
+
+
+def _transposes(length: int, tokens: int, config: ArchConfig) -> bool:
+    """Whether the D x D identity and two slots of (block in, block out) fit the scratchpad, and the accumulator two
+    T x D blocks, for a TransposeLayer."""
+    block = length * tokens
+    return (length <= MAX_TOKENS and length * length + 4 * block + 64 <= config.scratchpad_bytes
+            and 2 * block * 4 <= config.accumulator_bytes)
 
 
 def _div(dst: int, src1: int, src2: int, shape: dict, bcast: int, shift: int) -> Spec:
@@ -140,7 +212,9 @@ def _imm(mnemonic: str, dst: int, src: int, count: int, imm: int) -> Spec:
     return (mnemonic, dict(dst_space="acc", dst=dst, src_space="acc", src=src, count=count, imm=imm))
 
 
-def layernorm_layer(builder: LayerBuilder, node: Node) -> LayerNormLayer:
+def layernorm_layers(builder: LayerBuilder, node: Node) -> list[tuple[str, object]]:
+    """The LayerNorm layer, and the layer transposing its D x T blocks back when the array can (else the
+    LayerNorm stores its blocks transposed, byte by byte)."""
     d = node.input.type.shape[-1]
     source = builder.laid_out(node.input, nhwc=False)
     groups = source.elements // d
@@ -150,10 +224,20 @@ def layernorm_layer(builder: LayerBuilder, node: Node) -> LayerNormLayer:
                                f"'{builder.config.name}' configuration's SRAMs")
     out = builder._new(node.result())
     builder.values[node.result()] = out
+    blocks = _transposes(d, tokens, builder.config)
+    staged = builder._new(node.result(), name=f"{node.name}/blocks") if blocks else out
     lengths = DramTensor(f"{node.name}/lengths", (tokens,), (4,), "constants",
                          builder.add_constant((d).to_bytes(4, "little") * tokens), itemsize=4)
-    gamma, beta = (DramTensor(f"{node.name}/{what}", (d,), (4,), "constants", builder.add_constant(
-        np.asarray(value.node.value).astype("<i4").tobytes()), itemsize=4)
+    gamma, beta = (DramTensor(f"{node.name}/{what}", (d, tokens), (4 * tokens, 4), "constants", builder.add_constant(
+        np.repeat(np.asarray(value.node.value).astype("<i4").reshape(d, 1), tokens, axis=1).tobytes()), itemsize=4)
         for what, value in (("gamma", node.gamma), ("beta", node.beta)))
-    return LayerNormLayer(source, out, d, gamma, beta, lengths, node.epsilon, node.shift, int(node.type.offset),
-                          tokens)
+    identity = DramTensor(f"{node.name}/identity", (tokens, tokens), (tokens, 1), "constants",
+                          builder.add_constant(np.eye(tokens, dtype=np.int8).tobytes()))
+    layers: list[tuple[str, object]] = [(node.name, LayerNormLayer(
+        source, staged, d, gamma, beta, lengths, identity, node.epsilon, node.shift, int(node.type.offset), tokens,
+        blocks))]
+    if blocks:
+        back = DramTensor(f"{node.name}/identity_d", (d, d), (d, 1), "constants",
+                          builder.add_constant(np.eye(d, dtype=np.int8).tobytes()))
+        layers.append((f"{node.name}/transpose", TransposeLayer(staged, out, d, tokens, back)))
+    return layers

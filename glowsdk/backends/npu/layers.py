@@ -32,7 +32,7 @@ from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
 from .depthwise import DepthwiseLayer
 from .grouped import grouped_layers
-from .layernorm import layernorm_layer
+from .layernorm import layernorm_layers
 from .lrn import LrnLayer
 from .lut import lut_layer
 from .shuffle import channel_shuffle
@@ -471,7 +471,8 @@ class LayerBuilder:
         self.layers.append(Layer(node.name, node.kind, SoftmaxLayer(source, out, length, table, node.masked)))
 
     def _integerlayernorm(self, node: Node) -> None:
-        self.layers.append(Layer(node.name, node.kind, layernorm_layer(self, node)))
+        for name, layer in layernorm_layers(self, node):
+            self.layers.append(Layer(name, node.kind, layer))
 
     def _gather(self, node: Node) -> None:
         self.layers.append(Layer(node.name, node.kind, gather_layer(self, node)))
