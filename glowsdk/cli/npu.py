@@ -79,7 +79,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from sim.html_report import format_html, relative_link
 
         trace = relative_link(args.trace, args.o) if args.trace else None
-        write_text(args.o, format_html(run.result, f"{args.file}: NPU simulation", trace), "-o")
+        with Progress("drawing the report", None, "") as bar:  # matplotlib's import and plots take seconds
+            bar.label(args.o)
+            page = format_html(run.result, f"{args.file}: NPU simulation", trace)
+        write_text(args.o, page, "-o")
         print(f"wrote {args.o}")
         return 0
     text = REPORTS[args.report](run.result) + ("" if args.report == "csv" else "\n")
@@ -187,7 +190,8 @@ def compile_report_html(compiled, target: str, title: str) -> str:
             for r in report_rows(compiled, result)]
     table = decisions_html(["ONNX node", "op", "layer", "kind", "SRAM (B)", "expected (cycles)", "decision"],
                            rows, [False] * 4 + [True] * 2 + [False])
-    return format_html(result, title, sections=[("Tiling decisions", table)])
+    with Progress("drawing the report", None, ""):
+        return format_html(result, title, sections=[("Tiling decisions", table)])
 
 
 def compile_report(compiled, target: str) -> str:
