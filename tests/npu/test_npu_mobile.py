@@ -144,3 +144,11 @@ def test_narrow_groups_share_a_layer_when_their_dram_runs_are_short():
     assert groups_per_layer(narrow, 4, config) == 4
     wide = ConvShape(136, 7, 7, 136, 7, 7)  # ShuffleNet's last stage: a group is a whole burst, the array decides
     assert groups_per_layer(wide, 4, config) == 1
+
+
+def test_a_depthwise_row_longer_than_a_vmac_runs_on_the_array():
+    b = NetBuilder((1, 2, 3, 4200))
+    dw = b.node("Conv", [b.conv("x", 2, 2, 1, 0), b.weight((2, 1, 3, 3)), b.weight((2,))], group=2, pads=[1] * 4)
+    npu = assert_bit_exact(b.network(b.conv(dw, 2, 2, 1, 0, relu=False)), config="edge")
+    bodies = {type(layer.body).__name__ for layer in npu.compiled.layers}
+    assert "DepthwiseLayer" not in bodies and "GemmLayer" in bodies

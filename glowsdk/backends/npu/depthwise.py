@@ -28,7 +28,6 @@ from isa.config import ArchConfig
 from isa.program import LUT_BYTES
 from isa.roofline import Workload
 
-from ...errors import UnsupportedError
 from .gemm import (AddTensor, Clamp8, EpilogueOp, Image, Requant, compact, config_load, epilogue_specs, input_loads,
                    load, tables)
 from .pipeline import Spec, Step, Tile
@@ -67,16 +66,16 @@ class _Budget:
         return spad <= config.scratchpad_bytes and 4 * acc <= config.accumulator_bytes
 
 
-def _tile_shape(budget: _Budget, config: ArchConfig) -> tuple[int, int]:
+def _tile_shape(budget: _Budget, config: ArchConfig) -> tuple[int, int] | None:
     """(output rows, channels) per tile: every channel if one output row of them fits, else the widest
-    half, quarter... that does; then as many rows as fit, keeping at least MIN_TILES row tiles."""
+    half, quarter... that does; then as many rows as fit, keeping at least MIN_TILES row tiles. None when
+    not even one output row of one channel fits (or a row is longer than a VMAC)."""
     s = budget.shape
     block = min(s.channels, MAX_VMAC_COLS, MAX_PITCH // s.stride[1])
     while block > 1 and not budget.fits(1, block, config):
         block = -(-block // 2)
     if not budget.fits(1, block, config) or s.out_width > MAX_VMAC_ROWS:
-        raise UnsupportedError(f"a depthwise {s.kh}x{s.kw} convolution over {s.width}-pixel rows does not fit the "
-                               f"'{config.name}' configuration's SRAMs")
+        return None
     most = max(1, -(-s.out_height // MIN_TILES))
     rows = 1
     while rows < most and budget.fits(rows + 1, block, config):
@@ -110,8 +109,9 @@ class DepthwiseLayer:
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
              bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
-             epilogue: tuple[EpilogueOp, ...] = ()) -> DepthwiseLayer:
-        """Choose the tile shape and place the weights, the bias and the tables in the constants."""
+             epilogue: tuple[EpilogueOp, ...] = ()) -> DepthwiseLayer | None:
+        """Choose the tile shape and place the weights, the bias and the tables in the constants; None (nothing
+        placed) when no tile fits the SRAMs, for the array to do the layer (grouped.py)."""
         epilogue, clamp = compact(epilogue), (-128, 127)
         if epilogue and isinstance(epilogue[0], Clamp8):
             clamp, epilogue = (epilogue[0].lo, epilogue[0].hi), epilogue[1:]
@@ -122,7 +122,10 @@ class DepthwiseLayer:
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
         fixed = (_align(8 * channels) if requant.per_channel else 0) + LUT_BYTES * len(tables(epilogue)) + \
             _align(taps * channels)
-        rows, block = _tile_shape(_Budget(shape, fixed, adds), config)
+        tile = _tile_shape(_Budget(shape, fixed, adds), config)
+        if tile is None:
+            return None
+        rows, block = tile
         return DepthwiseLayer(
             shape, source, result, add_constant(np.ascontiguousarray(per_tap.T).astype(np.int8).tobytes()),
             add_constant(folded.astype("<i4").tobytes()),

@@ -309,8 +309,9 @@ class LayerBuilder:
             layer = DepthwiseLayer.plan(shape, self.config, Image.of(x), Image.of(out),
                                         np.asarray(node.filter.node.value), bias, requant, _zero(node.input),
                                         self.add_constant, tuple(epilogue))
-            self.layers.append(Layer(node.name, node.kind, layer))
-            return
+            if layer is not None:
+                self.layers.append(Layer(node.name, node.kind, layer))
+                return
         for name, layer in grouped_layers(node, x, out, requant, self.config, self.add_constant, tuple(epilogue),
                                           order):
             self.layers.append(Layer(name, node.kind, layer))
