@@ -38,6 +38,8 @@ MIN_TILES = 4
 """Output-row tiles a layer is cut into at least (when it has the rows): the first load and the last
 store are not overlapped by the double-buffered pipeline, so a layer of one tile would pay them in full."""
 MAX_VMAC_ROWS, MAX_VMAC_COLS, MAX_PITCH = 4095, 8191, 65535
+MAX_TILE_PIXELS = 65535
+"""REQUANT's and VADD's row counts: the pixels of one tile"""
 
 
 def _align(n: int) -> int:
@@ -63,7 +65,8 @@ class _Budget:
         ins, out, words = self.slot(rows, block)
         spad = self.fixed + 2 * (ins + out * (1 + self.adds))
         acc = _align(self.shape.channels) + 2 * words
-        return spad <= config.scratchpad_bytes and 4 * acc <= config.accumulator_bytes
+        return (spad <= config.scratchpad_bytes and 4 * acc <= config.accumulator_bytes
+                and rows * self.shape.out_width <= MAX_TILE_PIXELS)
 
 
 def _tile_shape(budget: _Budget, config: ArchConfig) -> tuple[int, int] | None:
