@@ -25,6 +25,7 @@ import time
 from typing import Sequence
 
 import numpy as np
+import untuned
 
 import glowsdk
 from glowsdk.errors import GlowError
@@ -34,8 +35,6 @@ from glowsdk.zoo.bundled import is_bundled
 from isa import PRESETS
 from isa.container import pack_npub
 from sim.binding import run_binary
-
-import untuned
 
 BUNDLED = ("resnet50", "squeezenet", "shufflenet", "inception_v1")
 UNTUNED = ("mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "mnasnet1_0")

@@ -52,8 +52,12 @@ def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():
     assert [type(op) for op in chain] == [Lut8, AddTensor, Clamp8] and isinstance(chain[1].pre, Lut8)
     q = np.arange(-128, 128)
     step = np.clip(numerics.requantize(q - 5, 1518500250, 1, -7).astype(np.int64), -7, 100)  # the two instructions
-    np.testing.assert_array_equal(np.frombuffer(chain[0].table, np.int8), step)
-    assert vector_passes(chain) == 1 + 1 + (2 + 1) + 1
+    # the Add's zero point is folded into the table before it (every entry minus 3 is still an int8): one VADD
+    assert chain[1].folded
+    np.testing.assert_array_equal(np.frombuffer(chain[0].table, np.int8), step - 3)
+    assert vector_passes(chain) == 1 + 1 + (1 + 1) + 1
+    wide = compact([Rescale8(1 << 30, -1, 0, 0), AddTensor(None, -100)])  # 127 + 100 is no int8: VADD, VSUBI
+    assert not wide[1].folded and vector_passes(wide) == 1 + 1 + 2
 
 
 def test_roofline_bound_of_one_convolution_is_the_closed_form():

@@ -3,19 +3,21 @@
 One layer is `Conv -> Rescale` or `MatMul [-> Add bias] -> Rescale` from the quantized graph. The
 input's zero point is folded into the bias (`bias - zp_x * sum(w)`, per output channel) and the
 convolution padding is written by the load DMA with the zero point, so the array multiplies raw
-int8 values (vendor_guide/npu_architecture.md, idioms). Per tile: load the input rows with their
-halo (implicit im2col reads them in place), the weight block, and (with the first input-channel
-block) the tile's bias row into the accumulator; MATMUL, overwriting for the first input-channel
-block and accumulating after; REQUANT with the bias row added, into the scratchpad; STORE into the
-NHWC (or row-major) result. Each MATMUL takes the dataflow the array's cycle formula favours for
-its shape (weight-stationary for many pixels, output-stationary for few pixels and a deep K).
+int8 values (vendor_guide/npu_architecture.md, idioms). The bias of every output channel is loaded
+into the accumulator once, by the layer's prologue. Per tile: load the input rows with their halo
+(implicit im2col reads them in place) and the weight block; MATMUL, overwriting for the first
+input-channel block and accumulating after; REQUANT with the tile's part of the bias row added, into
+the scratchpad; STORE into the NHWC (or row-major) result. Each MATMUL takes the dataflow the array's
+cycle formula favours for its shape (weight-stationary for many pixels, output-stationary for few
+pixels and a deep K).
 
 An epilogue (the NPU's operator stacking) applies the element-wise chain that follows the layer in
 the graph to each tile while it is still in the scratchpad: int8 Rescales, clamps (a ReLU by a
-constant), and same-type Adds of another tensor (a residual), whose tile is loaded with the
-layer's first input-channel block, itself optionally rescaled on chip first. The intermediate
-tensors of the chain never reach DRAM. Each run of unary steps (Rescales, clamps, table lookups
-such as a HardSwish or SiLU; an Add's operand Rescale) runs as one table lookup (`Lut8`, its table loaded once per layer), so the vector
+constant), and same-type Adds of another tensor (a residual), whose tile is loaded after the
+tile's steps as an operand of the vector work only (the array does not wait for it), itself
+optionally rescaled on chip first. The intermediate tensors of the chain never reach DRAM. Each run
+of unary steps (Rescales, clamps, table lookups such as a HardSwish or SiLU; an Add's operand
+Rescale) runs as one table lookup (`Lut8`, its table loaded once per layer), so the vector
 engine, which runs the whole chain while the array computes the next tile, makes one pass for it.
 """
 from __future__ import annotations
@@ -33,7 +35,7 @@ from sim.timing import matmul_cycles
 
 from .pipeline import Spec, Step, Tile
 from .tensors import DramTensor
-from .tiling import ConvShape, Tiling, choose_tiling
+from .tiling import ConvShape, Pitches, Tiling, choose_tiling
 
 
 @dataclass(frozen=True)
@@ -129,11 +131,13 @@ class Lut8:
 
 @dataclass(frozen=True)
 class AddTensor:
-    """A same-type Add of another NHWC int8 tensor: saturate(q + x - zero), x rescaled first by `pre`."""
+    """A same-type Add of another NHWC int8 tensor: saturate(q + x - zero), x rescaled first by `pre`. With
+    `folded`, a table before it already subtracted `zero` from one side: one saturating int8 VADD."""
 
     operand: Image
     zero: int
     pre: Rescale8 | Lut8 | None = None
+    folded: bool = False
 
 
 EpilogueOp = Rescale8 | Clamp8 | Lut8 | AddTensor
@@ -152,9 +156,32 @@ def compact(epilogue: Sequence[EpilogueOp]) -> tuple[EpilogueOp, ...]:
             run = []
         if isinstance(op, AddTensor) and isinstance(op.pre, Rescale8):
             op = replace(op, pre=Lut8.of([op.pre]))
+        if isinstance(op, AddTensor):
+            op = _fold_zero(op, out)
         if op is not None:
             out.append(op)
     return tuple(out)
+
+
+def _fold_zero(add: AddTensor, before: list[EpilogueOp]) -> AddTensor:
+    """`add` with its zero point subtracted by the table that makes one of its sides (the chain's own, else
+    the operand's), when every entry of that table minus the zero point is still an int8: then
+    sat(q + x - zero) = sat(q + (x - zero)) exactly, one VADD into int8."""
+    main = before[-1] if before and isinstance(before[-1], Lut8) else None
+    shifted = _minus(main, add.zero)
+    if shifted is not None:
+        before[-1] = shifted
+        return replace(add, folded=True)
+    shifted = _minus(add.pre, add.zero)
+    return add if shifted is None else replace(add, pre=shifted, folded=True)
+
+
+def _minus(table: EpilogueOp | None, zero: int) -> Lut8 | None:
+    """The table minus `zero`, if every entry stays an int8."""
+    if not isinstance(table, Lut8):
+        return None
+    values = np.frombuffer(table.table, np.int8).astype(np.int64) - zero
+    return Lut8(values.astype(np.int8).tobytes()) if values.min() >= -128 and values.max() <= 127 else None
 
 
 def tables(epilogue: Sequence[EpilogueOp]) -> list[Lut8]:
@@ -166,7 +193,7 @@ def vector_passes(epilogue: Sequence[EpilogueOp]) -> int:
     """Passes of the vector engine over a tile: its REQUANT, then each step's (an Add: VADD and VSUBI)."""
     def one(op: EpilogueOp | None) -> int:
         return 0 if op is None else 2 if isinstance(op, Rescale8) else 1
-    return 1 + sum(2 + one(op.pre) if isinstance(op, AddTensor) else one(op) for op in epilogue)
+    return 1 + sum(2 - op.folded + one(op.pre) if isinstance(op, AddTensor) else one(op) for op in epilogue)
 
 
 def pretile_weights(filters: np.ndarray, tiling: Tiling) -> list[tuple[int, int, bytes]]:
@@ -215,7 +242,8 @@ class GemmLayer:
         table_bytes = 8 * shape.out_channels if requant.per_channel else 0
         reserved = -(-table_bytes // 64) * 64 + LUT_BYTES * len(tables(epilogue))
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
-        tiling = choose_tiling(shape, config, reserved, extra_buffers=adds, vector_passes=vector_passes(epilogue))
+        tiling = choose_tiling(shape, config, reserved, extra_buffers=adds, vector_passes=vector_passes(epilogue),
+                               pitches=Pitches(source.pixel_stride, result.pixel_stride))
         sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
         folded = (bias.astype(np.int64) - x_zero * sums + (1 << 31)) % (1 << 32) - (1 << 31)
         weights = {(n0, c0): add_constant(data) for n0, c0, data in pretile_weights(filters, tiling)}
@@ -247,9 +275,10 @@ class GemmLayer:
         out_bytes = -(-t.rows * s.out_width * t.n // 64) * 64
         inputs = [slot_base + k * (in_bytes + w_bytes) for k in (0, 1)]
         outputs = [slot_base + 2 * (in_bytes + w_bytes) + k * out_bytes for k in (0, 1)]
-        # the bias rows first: REQUANT addresses them in 19 bits, and an accumulator may hold 2^20 words
-        biases = [0, t.n]
-        accs = [2 * t.n, 2 * t.n + t.rows * s.out_width * t.n]
+        # every output channel's bias first, loaded once (no tile's load waits for the vector engine), and low in
+        # the accumulator: REQUANT addresses it in 19 bits, and an accumulator may hold 2^20 words
+        bias_row = 0
+        accs = [s.out_channels, s.out_channels + t.rows * s.out_width * t.n]
         adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
         extra_base = outputs[1] + out_bytes
         operands = {id(op): [extra_base + (2 * a + k) * out_bytes for k in (0, 1)] for a, op in enumerate(adds)}
@@ -258,6 +287,8 @@ class GemmLayer:
             prologue = [config_load(0, 0, table_bytes), ("LOAD", load(constants + self.table, "spad", 0, 1, 1))]
         for offset, sram in zip(self.luts, luts.values()):
             prologue += [config_load(0, 0, LUT_BYTES), ("LOAD", load(constants + offset, "spad", sram, 1, 1))]
+        prologue += [config_load(0, 0, 4 * s.out_channels),
+                     ("LOAD", load(constants + self.bias, "acc", bias_row, 1, 1))]
         source, result = base(self.source.tensor), base(self.result.tensor)
         tiles, g = [], 0
         config = None
@@ -277,16 +308,6 @@ class GemmLayer:
                         k = s.kh * s.kw * c
                         loads += [config_load(n, 0, n),
                                   ("LOAD", load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1))]
-                        if c0 == 0:
-                            loads += [config_load(0, 0, 4 * n),
-                                      ("LOAD", load(constants + self.bias + 4 * n0, "acc", biases[slot], 1, 1))]
-                            for op in adds:  # after the bias load, which waits until the vector engine is done
-                                x = op.operand
-                                loads += [("CONFIG_LOAD", dict(row_stride=x.row_stride, plane_stride=0,
-                                                               col_stride=x.pixel_stride, elem_bytes=n)),
-                                          ("LOAD", load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride
-                                                         + n0, "spad", operands[id(op)][slot], oy1 - oy0,
-                                                         s.out_width))]
                         dataflow = best_dataflow(pixels, k, n, self.config)
                         config = ("CONFIG_MATMUL", dict(
                             dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c, kw=s.kw,
@@ -295,7 +316,14 @@ class GemmLayer:
                         steps.append(Step(loads, [config, ("MATMUL", dict(
                             inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=int(c0 > 0)))]))
                         g += 1
-                    vector = [self._config_requant(n0, biases[slot]), ("REQUANT", dict(
+                    residuals: list[Spec] = []  # read by the vector engine only: the array does not wait for them
+                    for op in adds:
+                        x = op.operand
+                        residuals += [("CONFIG_LOAD", dict(row_stride=x.row_stride, plane_stride=0,
+                                                           col_stride=x.pixel_stride, elem_bytes=n)),
+                                      ("LOAD", load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + n0,
+                                                    "spad", operands[id(op)][slot], oy1 - oy0, s.out_width))]
+                    vector = [self._config_requant(n0, bias_row + n0), ("REQUANT", dict(
                         dst=outputs[slot], src=accs[slot], rows=pixels, cols=n))]
                     for op in self.epilogue:
                         vector += epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
@@ -306,7 +334,7 @@ class GemmLayer:
                               ("STORE", dict(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
                                              space="spad", sram=outputs[slot], planes=1, rows=oy1 - oy0,
                                              cols=s.out_width))]
-                    tiles.append(Tile(steps, vector, stores))
+                    tiles.append(Tile(steps, vector, stores, residuals))
         return prologue, tiles, config
 
     def _config_requant(self, n0: int, bias: int) -> Spec:
@@ -327,6 +355,9 @@ def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, oper
     if not isinstance(op, AddTensor):
         return op.specs(out, acc, pixels, n)
     specs = epilogue_specs(op.pre, operand, acc, pixels, n, 0, luts) if op.pre else []
+    if op.folded:
+        return specs + [("VADD", dict(dst_space="spad", dst=out, src1_space="spad", src1=out, src2_space="spad",
+                                      src2=operand, rows=pixels, cols=n, bcast=0))]
     return specs + [
         ("VADD", dict(dst_space="acc", dst=acc, src1_space="spad", src1=out, src2_space="spad", src2=operand,
                       rows=pixels, cols=n, bcast=0)),

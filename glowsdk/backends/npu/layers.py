@@ -105,7 +105,7 @@ class LayerBuilder:
 
     function: Function
     config: ArchConfig
-    planner: DramPlanner = field(default_factory=DramPlanner)
+    planner: DramPlanner = field(init=False)
     constants: bytearray = field(default_factory=bytearray)
     values: dict[NodeValue, DramTensor] = field(default_factory=dict)
     layers: list[Layer] = field(default_factory=list)
@@ -160,6 +160,7 @@ class LayerBuilder:
         return self._relayouts[key]
 
     def __post_init__(self) -> None:
+        self.planner = DramPlanner(self.config.dma_burst_bytes)
         self._relayouts: dict[tuple[NodeValue, bool], DramTensor] = {}
         self._deferred: dict[NodeValue, Node] = {}
         """int8 Rescales of an Add's operand, left for the epilogue that adds them (`_residual_rescale`)"""

@@ -29,6 +29,8 @@ TABLE = 15
 """Signalled by a layer's prologue loads (requantize tables), waited on once by the vector engine."""
 TRANSFERS = ("LOAD", "GATHER")
 """The load engine's instructions that move data (each signals its step's semaphore once)."""
+OPERAND, OPFREE = 16, 18
+"""Per-slot pairs: a tile's vector operands loaded; their buffers free again (the vector engine is done)."""
 CLAMP_RESET = ("CONFIG_CLAMP", {"lo": -(1 << 31), "hi": (1 << 31) - 1})
 
 
@@ -47,6 +49,9 @@ class Tile:
     steps: list[Step]
     vector: list[Spec] = field(default_factory=list)
     stores: list[Spec] = field(default_factory=list)
+    operands: list[Spec] = field(default_factory=list)
+    """loads only the vector work reads (an epilogue's residual tile): issued after the tile's steps, so the
+    array starts without them and the load engine waits for their buffer's last reader only then"""
 
 
 def _is_dma(spec: Spec) -> bool:
@@ -126,15 +131,20 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Spec] = (), matmul
             g += 1
         if gemm:
             em.emit(matmul_config[0], Sync(signal=COMPUTED + slot, signal_count=1), **matmul_config[1])
+        operands = _signal_each(em, tile.operands, OPERAND + slot, (OPFREE + slot, 1) if t >= 2 else None)
         reduced = any(step.vector for step in tile.steps)  # the vector engine has already waited for the loads
         if tile.vector:
             if t >= 2:
                 em.emit(CLAMP_RESET[0], Sync(wait=SFREE + slot, wait_count=1), **CLAMP_RESET[1])
+            if operands:
+                em.emit(CLAMP_RESET[0], Sync(wait=OPERAND + slot, wait_count=operands), **CLAMP_RESET[1])
             ready_wait = (COMPUTED + slot, 1) if gemm else None if reduced else (LOADED + slot, loaded)
             _emit(em, tile.vector, ready_wait, (READY + slot, 1), pick=lambda spec: not spec[0].startswith("CONFIG"))
             if later and not reduced:
                 em.emit(CLAMP_RESET[0], Sync(signal=(ACCFREE if gemm else VFREE) + slot, signal_count=1),
                         **CLAMP_RESET[1])
+            if later and operands:
+                em.emit(CLAMP_RESET[0], Sync(signal=OPFREE + slot, signal_count=1), **CLAMP_RESET[1])
             store_wait = (READY + slot, 1)
         else:
             store_wait = (LOADED + slot, loaded)

@@ -15,7 +15,8 @@ import numpy as np
 from isa.sections import MemoryPlan, Region, TensorInfo
 
 ALIGN = 64
-"""Region bases and tensor addresses are 64-byte aligned."""
+"""Region bases and tensor addresses are at least 64-byte aligned (the planner aligns them to the DMA burst
+when it is larger, so a tensor's rows start on a burst and need no extra DRAM request)."""
 
 
 def dense_strides(shape: tuple[int, ...], itemsize: int = 1) -> tuple[int, ...]:
@@ -87,7 +88,8 @@ class DramPlanner:
 
     REGIONS = ("constants", "activations", "inputs", "outputs")
 
-    def __init__(self) -> None:
+    def __init__(self, alignment: int = ALIGN) -> None:
+        self.alignment = max(alignment, ALIGN)
         self.tops = {name: 0 for name in self.REGIONS}
         self.tensors: list[DramTensor] = []
 
@@ -96,19 +98,19 @@ class DramPlanner:
         strides = nhwc_strides(shape) if nhwc else dense_strides(shape, itemsize)
         size = int(np.prod(shape, dtype=np.int64)) * itemsize
         offset = self.tops[region]
-        self.tops[region] = offset + -(-max(size, 1) // ALIGN) * ALIGN
+        self.tops[region] = offset + -(-max(size, 1) // self.alignment) * self.alignment
         tensor = DramTensor(name, tuple(shape), strides, region, offset, scale, zero, itemsize)
         if record:
             self.tensors.append(tensor)
         return tensor
 
     def plan(self, constants_size: int) -> MemoryPlan:
-        """The plan: each region after the previous one, 64-byte aligned."""
+        """The plan: each region after the previous one, aligned like the tensors."""
         sizes = dict(self.tops, constants=constants_size)
         base, regions = 0, {}
         for name in self.REGIONS:
             regions[name] = Region(base, sizes[name])
-            base += -(-sizes[name] // ALIGN) * ALIGN
+            base += -(-sizes[name] // self.alignment) * self.alignment
         return MemoryPlan(**regions)
 
 

@@ -1,17 +1,25 @@
-"""Tile shapes for convolutions and matrix products: fit the SRAMs, minimise DRAM traffic.
+"""Tile shapes for convolutions and matrix products: fit the SRAMs, then the fewest estimated cycles.
 
 A GEMM-like layer (a convolution, or a MatMul seen as a 1 x 1 convolution over an M x 1 image of K
 channels) is tiled over output rows (`rows`), output channels (`n`) and input channels (`c`, the
 reduction, accumulated in place). Every candidate keeps two of each scratchpad buffer (input image
-rows with their halo, weight block, int8 result) and two accumulator tiles, for double buffering.
-The cost model estimates the layer's cycles: the busiest of the DRAM (the bytes the loop nest moves:
-the input once per output-channel tile, the weights and the bias once per row tile, the result once),
-the array (each tile's MATMUL cycles by the datasheet formula, in the better dataflow) and the
-vector engine (requantizing each tile), plus a fixed overhead per step; so it trades DRAM traffic
-against array utilisation (large pixel counts amortise the array's fill and drain).
+rows with their halo, weight block, int8 result, residual operands) and two accumulator tiles, for
+double buffering, next to the bias of every output channel.
+
+The cost model (`estimate`) follows the pipeline the layer runs (pipeline.py) and the datasheet's
+timing: the array's cycles (each step's MATMUL by the closed form, in the better dataflow), the
+vector engine's (its passes over each tile), and the DRAM's: each LOAD and STORE pays the request
+latency once (an engine runs its transfers one after another), the bus carries every byte (cut
+into requests at burst boundaries and at every gap between contiguous runs: a channel block of a
+wider tensor moves as one run per pixel), and at most `dram_max_outstanding` requests are in
+flight for both engines. The busiest of these streams, started by the first step's loads and ended
+by the last tile's vector work and store, plus a fixed cost per step, is the estimate; so it trades
+DRAM traffic and request counts against array utilisation (large pixel counts amortise the array's
+fill and drain) and pipeline fill.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from isa.config import ArchConfig
@@ -95,15 +103,12 @@ def _candidates(total: int, unit: int) -> list[int]:
 
 
 def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extra_buffers: int = 0,
-                  vector_passes: int = 1) -> Tiling:
+                  vector_passes: int = 1, pitches: Pitches | None = None) -> Tiling:
     """The cheapest tiling that fits; UnsupportedError if none does. `extra_buffers` int8 tiles of the
     result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each."""
     spad = config.scratchpad_bytes - reserved_spad
     acc_words = config.accumulator_bytes // 4
     best: Tiling | None = None
-    in_bytes = shape.height * shape.width * shape.channels
-    out_bytes = shape.out_height * shape.out_width * shape.out_channels
-    weights = shape.kh * shape.kw * shape.channels * shape.out_channels
     for n in _candidates(min(shape.out_channels, MAX_N), config.array_cols):
         for c in _candidates(shape.channels, config.array_rows):
             if shape.kh * shape.kw * c > MAX_K:
@@ -111,21 +116,108 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
             rows = _largest_rows(shape, n, c, spad, acc_words, extra_buffers)
             if rows == 0:
                 continue
-            row_tiles = -(-shape.out_height // rows)
-            n_tiles, c_tiles = -(-shape.out_channels // n), -(-shape.channels // c)
-            halo = row_tiles * shape.in_rows(rows) * shape.width * shape.channels
-            traffic = (min(halo, in_bytes * row_tiles) * n_tiles + (weights + 4 * shape.out_channels) * row_tiles
-                       + out_bytes)
-            traffic += extra_buffers * out_bytes
-            array, vector = _engine_cycles(shape, rows, n, c, config)
-            cycles = max(traffic / config.dram_bytes_per_cycle, array, vector * vector_passes)
-            cycles += STEP_OVERHEAD_CYCLES * row_tiles * n_tiles * c_tiles
+            traffic, cycles = estimate(shape, rows, n, c, config, extra_buffers, vector_passes, pitches)
             if best is None or cycles < best.cycles:
                 best = Tiling(rows, n, c, traffic, cycles, extra_buffers)
     if best is None:
         raise UnsupportedError(f"a {shape.kh}x{shape.kw} convolution of {shape.channels} channels on "
                                f"{shape.width}-pixel rows does not fit the scratchpad ({config.scratchpad_bytes} B)")
     return best
+
+
+@dataclass(frozen=True)
+class Pitches:
+    """Bytes between neighbouring pixels of the input and of the result (and a residual operand) in DRAM:
+    their channels, unless the layer reads or writes a channel slice of a wider tensor."""
+
+    input: int
+    output: int
+
+
+def _runs(count: int, length: int, grain: int, config: ArchConfig) -> tuple[float, float]:
+    """(requests, data-bus cycles) of `count` contiguous runs of `length` bytes each. A run is cut at every
+    burst boundary, and each request holds the bus for ceil(bytes / bandwidth) cycles. Tensors start on a
+    burst (tensors.DramPlanner), so runs start at multiples of `grain` bytes within a burst (the gcd of
+    the pitches and offsets between them: 0 for one that starts on a burst); both are averaged over
+    those starts."""
+    burst, bw = config.dma_burst_bytes, config.dram_bytes_per_cycle
+    step = math.gcd(grain, burst) or burst
+    requests = data = 0
+    for offset in range(0, burst, step):
+        first = min(length, burst - offset)
+        full, last = divmod(length - first, burst)
+        requests += 1 + full + (last > 0)
+        data += -(-first // bw) + full * -(-burst // bw) + -(-last // bw)
+    offsets = burst // step
+    return count * requests / offsets, count * data / offsets
+
+
+def _transfer_cycles(requests: float, data: float, config: ArchConfig) -> float:
+    """Cycles of one LOAD or STORE on an otherwise idle DRAM: the latency of its first request, then the bus
+    or the request window (at most `dram_max_outstanding` in flight, each for the latency and its data
+    phase), whichever is the tighter (Little's law). An engine runs its transfers one after another."""
+    if not requests:
+        return 0.0
+    window = requests * (config.dram_latency_cycles + data / requests) / config.dram_max_outstanding
+    return config.dram_latency_cycles + max(data, window, requests)
+
+
+def _image_runs(rows: int, width: int, c: int, pitch: int, offset: int) -> tuple[int, int, int]:
+    """(runs, bytes per run, grain) of `rows` x `width` pixels of `c` channels at `pitch` bytes per pixel, the
+    first at byte `offset` of a pixel (a channel block's start)."""
+    return (rows, width * c, width * c) if c == pitch else (rows * width, c, math.gcd(pitch, offset))
+
+
+def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, extra: int = 0,
+             vector_passes: int = 1, pitches: Pitches | None = None) -> tuple[int, float]:
+    """(DRAM bytes, cycles) of one image's tiles of `rows` x `n` x `c` (see the module docstring)."""
+    s = shape
+    pitches = pitches or Pitches(s.channels, s.out_channels)
+    bias = _runs(1, 4 * s.out_channels, 0, config)
+    traffic = 4 * s.out_channels
+    latency = config.dram_latency_cycles
+    loads, stores, bus = latency, 0.0, bias[1]
+    """the load engine's transfers' latencies (their data shares the bus), the store engine's transfers, the bus"""
+    held = bias[0] * config.dram_latency_cycles + bias[1]
+    """request-cycles in the window both engines share"""
+    array = vector = 0.0
+    first_load = first_mm = last_mm = tile_vector = last_tail = 0.0
+    steps = 0
+    for row_size, row_count in _split(s.out_height, rows):
+        pixels = row_size * s.out_width
+        for n_size, n_count in _split(s.out_channels, n):
+            tiles = row_count * n_count
+            out = _runs(*_image_runs(row_size, s.out_width, n_size, pitches.output, n), config)
+            store = _transfer_cycles(*out, config)
+            tile_vector = vector_passes * vector_cycles(pixels * n_size, config)
+            traffic += tiles * (1 + extra) * pixels * n_size
+            loads += tiles * extra * latency
+            stores += tiles * store
+            bus += tiles * (1 + extra) * out[1]
+            held += tiles * (1 + extra) * (out[0] * config.dram_latency_cycles + out[1])
+            vector += tiles * tile_vector
+            for c_size, c_count in _split(s.channels, c):
+                k = s.kh * s.kw * c_size
+                in_rows = min(s.in_rows(row_size), s.height)
+                runs = [_runs(*_image_runs(in_rows, s.width, c_size, pitches.input, c), config),
+                        _runs(1, k * n_size, 0, config)]
+                step_loads = sum(_transfer_cycles(*r, config) for r in runs)
+                loads += tiles * c_count * latency * len(runs)
+                mm = min(matmul_cycles(pixels, k, n_size, flow, config) for flow in ("ws", "os"))
+                traffic += tiles * c_count * (in_rows * s.width * c_size + k * n_size)
+                bus += tiles * c_count * sum(r[1] for r in runs)
+                held += tiles * c_count * sum(r[0] * config.dram_latency_cycles + r[1] for r in runs)
+                array += tiles * c_count * mm
+                steps += tiles * c_count
+                if not first_load:
+                    first_load, first_mm = step_loads, mm
+                last_mm = mm
+            last_tail = tile_vector + store
+    # the busiest stream, started by the first step's loads and ended by the last tile's vector work and store
+    dram = max(loads + bus, stores, held / config.dram_max_outstanding)
+    streams = max(dram + last_mm + last_tail, first_load + array + last_tail,
+                  first_load + first_mm + vector - tile_vector + last_tail)
+    return traffic, streams + STEP_OVERHEAD_CYCLES * steps
 
 
 def _split(total: int, size: int) -> list[tuple[int, int]]:
@@ -148,15 +240,16 @@ def _engine_cycles(shape: ConvShape, rows: int, n: int, c: int, config: ArchConf
 
 
 def _largest_rows(shape: ConvShape, n: int, c: int, spad: int, acc_words: int, extra: int) -> int:
-    """The most output rows per tile that fit both SRAMs twice over, with a bias row per accumulator tile
-    (0 if not even one does)."""
+    """The most output rows per tile that fit both SRAMs twice over, next to the bias row of every output
+    channel in the accumulator (0 if not even one does)."""
     best = 0
     lo, hi = 1, shape.out_height
     while lo <= hi:
         rows = (lo + hi) // 2
         tiling = Tiling(rows, n, c, 0, 0.0, extra)
         pixels = rows * shape.out_width
-        fits = (tiling.spad_bytes(shape) <= spad and 2 * (pixels + 1) * n <= acc_words and pixels <= MAX_ROWS
+        fits = (tiling.spad_bytes(shape) <= spad and 2 * pixels * n + shape.out_channels <= acc_words
+                and pixels <= MAX_ROWS
                 and shape.in_rows(rows) <= 65535)
         if fits:
             best, lo = rows, rows + 1
