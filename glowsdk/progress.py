@@ -1,7 +1,7 @@
 """Progress on stderr for work that can take seconds: one API over tqdm for the whole SDK.
 
 A bar is drawn only when stderr is a terminal (logs and pipes stay clean). While a bar is
-open a ticker redraws it every second, so its elapsed time moves even through one long call
+open a ticker redraws it twice a second, so its elapsed time moves even through one long call
 (an LLVM compile, a graph pass) that reports no counts of its own: no step looks hung.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 T = TypeVar("T")
 
-TICK_SECONDS = 1.0
+TICK_SECONDS = 0.5
 """How often an open bar is redrawn when its work reports nothing."""
 
 
