@@ -22,7 +22,7 @@ from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import GlowError
 from glowsdk.graph import ElemKind
 from glowsdk.graph.nodes import elementwise as ew
-from glowsdk.graph.nodes import linalg, nn, tensor
+from glowsdk.graph.nodes import linalg, nn, reduce, tensor
 
 F32 = ElemKind.FLOAT32
 
@@ -419,3 +419,20 @@ def test_the_bundle_guide_states_the_pool_size_the_module_uses():
     guide = (Path(__file__).parents[2] / "vendor_guide" / "cpu_bundle.md").read_text()
     assert f"`pool` is {POOL_BYTES} zeroed bytes" in guide
     assert all(f"int32_t {name}(" in guide for name in (WORKER, RUN, STOP))
+
+
+def test_broadcast_sources_are_read_before_the_inner_loop(tmp_path):
+    """Softmax's x - max(x) then Exp, written into the activations region that also holds the row
+    maxima: the maxima are read before the row loop, so LLVM vectorises it (a load of the same
+    region inside the loop kept it scalar, 4x slower); a scalar source broadcast over a whole
+    tensor too. Against the interpreter."""
+    dump = tmp_path / "softmax.s"
+
+    def build(fn, v):
+        shifted = fn.add(ew.Sub, v[0], fn.add(reduce.ReduceMax, v[0], axes=[2], keepdims=True))
+        exp = fn.add(ew.Exp, shifted)
+        return [fn.add(ew.Div, exp, fn.add(reduce.ReduceSum, exp, axes=[2], keepdims=True)),
+                fn.add(ew.Mul, fn.add(ew.Exp, v[0]), fn.add(reduce.ReduceMax, v[0], axes=[0, 1, 2], keepdims=False))]
+    check([((3, 5, 197), F32)], build, accumulates=True, dump_asm=str(dump))
+    assembly = dump.read_text()
+    assert "vrndscaleps" in assembly or "vroundps" in assembly  # exp's rounding on whole vectors
