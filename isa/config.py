@@ -240,8 +240,11 @@ def config_from_mapping(data: dict[str, Any], where: str = "configuration") -> A
     return PRESETS[base_name].replace(**values)
 
 
-def resolve_config(spec: str | Path) -> ArchConfig:
-    """A preset name ('edge', 'default', 'server') or the path of a TOML/JSON file."""
+def resolve_config(spec: str | Path | ArchConfig) -> ArchConfig:
+    """A preset name ('edge', 'default', 'server'), the path of a TOML/JSON file, or a configuration itself
+    (a sweep builds its points in memory: no file per point)."""
+    if isinstance(spec, ArchConfig):
+        return spec
     if isinstance(spec, str) and spec in PRESETS:
         return PRESETS[spec]
     if isinstance(spec, str) and not Path(spec).suffix and not Path(spec).exists():

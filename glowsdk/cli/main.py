@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, safe_file_name, write_arrays, write_text
-from . import bench, cache, npu, options, partition_report, quantize, scalesim, serve, summary, train
+from . import bench, cache, npu, options, partition_report, quantize, scalesim, serve, summary, sweep, train
 from ..progress import Progress
 from ..table import format_table
 
@@ -498,6 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     npu.register(sub)
     scalesim.register(sub)
     serve.register(sub)
+    sweep.register(sub)
     train.register(sub)
     summary.register(sub)
     cache.register(sub)
