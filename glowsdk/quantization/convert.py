@@ -520,11 +520,14 @@ def _keeps_type(q: Quantizer, node: Node) -> NodeValue | None:
 
 @RULES.register(nn.Softmax)
 def _softmax(q: Quantizer, node: Node) -> NodeValue | None:
-    """int8 in, the fixed int8 type of probabilities out (nn.Softmax's doc gives the integer semantics)."""
+    """int8 in, the fixed int8 type of probabilities out (nn.Softmax's doc gives the integer semantics); where the
+    probabilities are the network's output, the wide int32q type (2^-16 steps), which keeps their ranking."""
     type_ = q.activation_type(node.input)
     if type_ is None:
         return None
-    return q.add(nn.Softmax, q.quantize(node.input, type_), axes=node.axes, masked=q.is_masked(node.input))
+    wide = bool(node.users) and all(u.kind == "Save" for u in node.users)  # the probabilities leave the network
+    return q.add(nn.Softmax, q.quantize(node.input, type_), axes=node.axes, masked=q.is_masked(node.input),
+                 wide=wide)
 
 
 @RULES.register(nn.GlobalAveragePool)

@@ -100,6 +100,8 @@ class NpuBackend(Backend):
     }
 
     def is_op_supported(self, node: Node) -> bool:
+        if node.kind == "Dequantize" and _wide_softmax_output(node):
+            return True
         if device_limits(node, self._config()):
             return False
         if node.kind in KEPT_UNLOWERED:  # the float form is for the quantizer to convert
@@ -156,5 +158,12 @@ def _runs_here(node: Node) -> bool:
     if node.kind == "Quantize":
         return isinstance(node.input.node, Placeholder) and node.type.elem is Q8
     if node.kind == "Dequantize":
-        return all(u.kind == "Save" for u in node.users) and node.input.type.elem is Q8
+        return all(u.kind == "Save" for u in node.users) and (node.input.type.elem is Q8
+                                                              or _wide_softmax_output(node))
     return not any(t.elem is F32 for t in node.types) and quantized_form_ok(node)
+
+
+def _wide_softmax_output(node: Node) -> bool:
+    """A Dequantize of a wide Softmax's int32 probabilities at the network's output: the binding's to do."""
+    return (node.input.node.kind == "Softmax" and node.input.type.elem is Q32
+            and all(u.kind == "Save" for u in node.users))

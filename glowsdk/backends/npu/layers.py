@@ -142,7 +142,7 @@ class LayerBuilder:
 
     def _new(self, value: NodeValue, nhwc: bool = False, region: str = "activations", name: str = "") -> DramTensor:
         return self.planner.allocate(name or value.name, value.type.shape, region, nhwc=nhwc, scale=_scale(value),
-                                     zero=_zero(value))
+                                     zero=_zero(value), itemsize=value.type.dtype.itemsize)
 
     def _copy(self, name: str, source: DramTensor, result: DramTensor) -> None:
         self.layers.append(Layer(name, "Copy", CopyLayer(source, result)))
@@ -470,7 +470,8 @@ class LayerBuilder:
         self.values[node.result()] = out
         length = trailing_length(node.input.type.shape, tuple(node.axes))
         table = self.add_constant(softmax_table(_scale(node.input), length))
-        self.layers.append(Layer(node.name, node.kind, SoftmaxLayer(source, out, length, table, node.masked)))
+        self.layers.append(Layer(node.name, node.kind, SoftmaxLayer(source, out, length, table, node.masked,
+                                                                 node.wide)))
 
     def _integerlayernorm(self, node: Node) -> None:
         for name, layer in layernorm_layers(self, node):

@@ -53,6 +53,8 @@ class SoftmaxLayer:
     """constants offset of the 1 KiB exponential table"""
     masked: bool = False
     """the input code -128 is -inf (nn.Softmax's `masked`): its exponential is multiplied by 0"""
+    wide: bool = False
+    """int32 probabilities of scale 2^-16 (nn.Softmax's `wide`), stored from the accumulator"""
 
     def prologue(self, constants: int) -> list[Spec]:
         return [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=WIDE_LUT_BYTES)),
@@ -90,11 +92,16 @@ class SoftmaxLayer:
                 *([("VMAXI", dict(dst_space="acc", dst=total, src_space="acc", src=total, count=1, imm=1))]
                   if self.masked else []),
                 ("VDIV", dict(dst_space="acc", dst=e, src1_space="acc", src1=e, src2_space="acc", src2=total,
-                              bcast=1, shift=quant.SOFTMAX_SHIFT, **column)),
-                ("VADDI", dict(dst_space="spad", dst=y, src_space="acc", src=e, count=n, imm=nn.SOFTMAX_ZERO)),
+                              bcast=1, shift=nn.SOFTMAX_WIDE_BITS if self.wide else quant.SOFTMAX_SHIFT, **column)),
             ]
-            stores: list[Spec] = [("CONFIG_STORE", dma), ("STORE", dict(dram=base(self.result) + g * n, space="spad",
-                                                                         sram=y, planes=1, rows=1, cols=1))]
+            if self.wide:  # the int32 quotients are the result
+                stores: list[Spec] = [("CONFIG_STORE", dict(dma, elem_bytes=4 * n)), ("STORE", dict(
+                    dram=base(self.result) + 4 * g * n, space="acc", sram=e, planes=1, rows=1, cols=1))]
+            else:
+                vector.append(("VADDI", dict(dst_space="spad", dst=y, src_space="acc", src=e, count=n,
+                                             imm=nn.SOFTMAX_ZERO)))
+                stores = [("CONFIG_STORE", dma), ("STORE", dict(dram=base(self.result) + g * n, space="spad", sram=y,
+                                                                planes=1, rows=1, cols=1))]
             tiles.append(Tile([Step(loads)], vector, stores))
         return tiles
 

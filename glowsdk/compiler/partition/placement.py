@@ -51,7 +51,8 @@ def supported_sides(graph: Function, backend: Backend) -> dict[int, str]:
     for node in graph.nodes:  # a Dequantize of integer target work runs on the target
         if node.kind == "Dequantize":
             producer = sides.get(id(node.input.node))
-            sides[id(node)] = TARGET if producer == TARGET and node.input.type.elem is ElemKind.QINT8 else FALLBACK
+            ok = node.input.type.elem is ElemKind.QINT8 or backend.is_op_supported(node)  # a wide Softmax's int32
+            sides[id(node)] = TARGET if producer == TARGET and ok else FALLBACK
     for node in reversed(graph.nodes):  # a Quantize feeding only target work runs on the target
         if node.kind == "Quantize":
             users = [sides.get(id(u)) for u in node.users if not isinstance(u, Save)]

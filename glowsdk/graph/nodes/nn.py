@@ -404,8 +404,14 @@ def _verify_softmax(node: Node) -> None:
         raise node.fail(f"axes {list(node.axes)} must be distinct dims of {x}")
 
 
+SOFTMAX_WIDE_BITS = 16
+"""A wide int8 Softmax's result: int32q of scale 2^-16, offset 0 (probabilities to 1/65536)."""
+
+
 def _softmax_type(node: Node) -> Type:
     x = node.input.type
+    if x.elem is ElemKind.QINT8 and node.attrs.get("wide"):
+        return Type(ElemKind.QINT32, x.shape, 2.0 ** -SOFTMAX_WIDE_BITS, 0)
     if x.elem is ElemKind.QINT8:
         return Type(ElemKind.QINT8, x.shape, SOFTMAX_SCALE, SOFTMAX_ZERO)
     return x
@@ -415,6 +421,7 @@ def _softmax(name: str, doc: str, masked: bool = False) -> type[Node]:
     attrs = [ints_attr("axes", doc="the dims normalised jointly")]
     if masked:
         attrs.append(bool_attr("masked", False, doc="int8: the input code -128 stands for -inf (a mask)"))
+        attrs.append(bool_attr("wide", False, doc="int8 input: an int32q result of scale 2^-16 (a network's output)"))
     return define_node(name, "input", attrs=attrs, infer=_softmax_type, verify=_verify_softmax, family=FAMILY,
                        doc=doc)
 
@@ -425,6 +432,8 @@ Softmax = _softmax("Softmax", """exp(x) / sum(exp(x)) over `axes` jointly (one a
     T[j] = round(2^k * exp(-s * j)) for j < 256, e = T[min(max(x) - x, 255)], S = sum(e), and
     y = clamp(round(256 * e / S) - 128, -128, 127), both roundings half to even (vendor_guide/quantization.md).
     With `masked` (set by the quantizer where an attention mask's -inf reaches the Softmax as int8's saturated
-    minimum), an input code of -128 is -inf: its e is 0 and S = max(sum(e), 1), so it gets probability 0.""",
+    minimum), an input code of -128 is -inf: its e is 0 and S = max(sum(e), 1), so it gets probability 0.
+    With `wide` (the quantizer's choice where the probabilities leave the network: int8's 1/256 steps tie
+    near-equal classes and flip a top-1) the result is int32q of scale 2^-16, offset 0: y = round(2^16 * e / S).""",
                    masked=True)
 LogSoftmax = _softmax("LogSoftmax", "x - log(sum(exp(x))) over `axes` jointly.")

@@ -356,6 +356,9 @@ def _int8_softmax(node, x: np.ndarray) -> np.ndarray:
     if node.masked:  # the code -128 is -inf: no weight, and a group of nothing else sums to 1, not 0
         e = np.where(raw == -128, 0, e)
     total = e.sum(axis=node.axes, keepdims=True)
+    if node.wide:
+        return numerics.divide_rounded(e, np.maximum(total, 1) if node.masked else total,
+                                       nn.SOFTMAX_WIDE_BITS).astype(np.int32)
     q = numerics.divide_rounded(e, np.maximum(total, 1) if node.masked else total, quant.SOFTMAX_SHIFT)
     return np.clip(q + nn.SOFTMAX_ZERO, -128, 127).astype(np.int8)
 

@@ -271,6 +271,9 @@ def _int8_softmax(b: Lowerer, node: nn.Softmax) -> NodeValue:
     total = b.add(rd.ReduceSum, e, axes=axes, keepdims=True)
     if node.masked:
         total = b.add(ew.Max, total, b.scalar(1, i64))
+    if node.wide:  # round(2^16 e / S), int32q of scale 2^-16
+        wide = _divide_rounded(b, b.add(ew.Mul, e, b.scalar(1 << nn.SOFTMAX_WIDE_BITS, i64)), total)
+        return b.add(quant.Reinterpret, b.add(ew.Cast, wide, to=ElemKind.INT32), result_type=node.type)
     q = _divide_rounded(b, b.add(ew.Mul, e, b.scalar(1 << quant.SOFTMAX_SHIFT, i64)), total)
     shifted = b.add(ew.Add, q, b.scalar(nn.SOFTMAX_ZERO, i64))
     code = b.add(ew.Min, b.add(ew.Max, shifted, b.scalar(-128, i64)), b.scalar(127, i64))
