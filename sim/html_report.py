@@ -1,5 +1,6 @@
-"""A simulation as one self-contained HTML page: the roofline plot, engine utilisation, stall causes and
-the per-layer table, layers named after the model's (ONNX) nodes, with a link to the Perfetto trace.
+"""A simulation as one self-contained HTML page: the roofline plot, engine utilisation, stall causes, the
+per-layer table and the architect's view (energy, accesses, stalls by root cause), layers named after the
+model's (ONNX) nodes, with a link to the Perfetto trace.
 
 The plots are drawn with matplotlib (the optional `report` extra: `pip install 'glowsdk[report]'`)
 into inline SVG, so the page needs no network and no other file; `require_plotting` says in one
@@ -16,6 +17,7 @@ from typing import Sequence
 from glowsdk.errors import GlowError
 from glowsdk.table import format_bytes, format_count
 
+from .architect import format_architect
 from .machine import STALLS
 from .results import SimResult
 
@@ -180,6 +182,8 @@ def format_html(result: SimResult, title: str, trace: str | None = None,
         'util: MACs / (cycles x the array\'s MAC/cycle); bound: what limits the layer on the roofline; '
         'cycles / bound: the simulated cycles against the roofline bound.</p>',
     ]
+    parts += ["<h2>Energy, memory accesses and stall causes by layer</h2>",
+              f"<pre>{html.escape(format_architect(result.architect(), result.origins))}</pre>"]
     for heading, body in sections:
         parts += [f"<h2>{html.escape(heading)}</h2>", body]
     parts.append("</body>\n</html>\n")

@@ -82,6 +82,7 @@ def test_simulate_and_compile_write_a_page_with_the_plot_and_the_onnx_names(tmp_
     assert parsed.figures == {"roofline": True, "units": True}
     assert set(names) <= set(parsed.cells)  # the layer table names the ONNX nodes
     assert "sub/t.json" in parsed.links and not parsed.external  # the trace linked; nothing else fetched
+    assert "stall causes by layer" in page.read_text()  # the architect's view, root causes included
     plot = page.read_text().split('id="roofline"')[1].split("</figure>")[0]
     assert all(f">{name}</text>" in plot for name in names)  # each convolution a point, labelled
 
