@@ -88,7 +88,8 @@ def table(rows: Sequence[dict]) -> str:
 
 
 def layer_table(row: dict) -> str:
-    lines = [f"{row['model']}:", "| layer | kind | cycles | bound cycles | bound by | array util |", "|---|---|---|---|---|---|"]
+    lines = [f"{row['model']}:", "| layer | kind | cycles | bound cycles | bound by | array util |",
+             "|---|---|---|---|---|---|"]
     lines += [f"| {r['layer']} | {r['kind']} | {r['cycles']:,} | {r['bound_cycles']:,} | {r['bound']} | "
               f"{r['utilisation']:.1%} |" for r in row.get("layers", [])]
     return "\n".join(lines)

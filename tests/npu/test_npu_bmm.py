@@ -46,7 +46,8 @@ def _attention(tokens: int, dim: int, heads: int, seed: int = 0, rhs_softmax: bo
     # the output projection (a graph output is quantized where an int8 op makes it)
     rows = tokens if not rhs_softmax else d
     weights += [numpy_helper.from_array(np.array([heads * rows, -1], np.int64), "flat"),
-                numpy_helper.from_array(rng.standard_normal((tokens if rhs_softmax else d, 8)).astype(np.float32), "wo"),
+                numpy_helper.from_array(rng.standard_normal((tokens if rhs_softmax else d, 8)).astype(np.float32),
+                                        "wo"),
                 numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "bo")]
     nodes[-1].output[0] = "product"
     nodes += [helper.make_node("Reshape", ["product", "flat"], ["rows"]),

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 import glowsdk
 from glowsdk.backends.npu.gather import GatherLayer
 from glowsdk.graph.node import Constant
-from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
+from glowsdk.quantization import QuantizationConfig, collect_profile
 from glowsdk.reference.evaluator import evaluate
 from isa import PRESETS
 from sim.binding import run_binary

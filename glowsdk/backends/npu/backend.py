@@ -95,7 +95,8 @@ class NpuBackend(Backend):
         "Mul": frozenset({Q8, Q32}), "Sub": _INT8,
         "Max": _INT8, "Min": _INT8, "MaxPool": _INT8, "AveragePool": _INT8,
         "Reshape": _INT8, "Transpose": _INT8, "Gather": frozenset({Q8, ElemKind.INT64, ElemKind.INT32}),
-        "IntegerLayerNorm": frozenset({Q8, ElemKind.INT32}), "Reinterpret": _INT8, "Concat": _INT8, "Slice": _INT8, "Rescale": frozenset({Q8, Q32}),
+        "IntegerLayerNorm": frozenset({Q8, ElemKind.INT32}), "Reinterpret": _INT8, "Concat": _INT8, "Slice": _INT8,
+        "Rescale": frozenset({Q8, Q32}),
         "Quantize": frozenset({Q8, Q32, F32}), "Dequantize": frozenset({Q8, F32}),
     }
 

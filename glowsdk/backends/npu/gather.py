@@ -1,10 +1,10 @@
 """Gather (an embedding lookup) as indexed DMA: the load engine's GATHER picks table rows by index.
 
-`Gather(table, indices)` along axis 0 of an int8 table [V, ...] (a row: everything after the first dim), its indices a host input (int64 or int32
-token ids, which the binding writes as int32) or a constant. Per chunk of N indices: LOAD the N int32
-indices into the accumulator, GATHER the N rows of D bytes from the table in DRAM into the scratchpad
-(negative indices count from the end, an index outside the table is a fault, as the ISA reference says),
-STORE them into the dense result. The table never passes through the SRAMs whole; only the rows asked for
+`Gather(table, indices)` along axis 0 of an int8 table [V, ...] (a row: everything after the first dim), its
+indices a host input (int64 or int32 token ids, which the binding writes as int32) or a constant. Per chunk of N
+indices: LOAD the N int32 indices into the accumulator, GATHER the N rows of D bytes from the table in DRAM into
+the scratchpad (negative indices count from the end, an index outside the table is a fault, as the ISA reference
+says), STORE them into the dense result. The table never passes through the SRAMs whole; only the rows asked for
 cross the DRAM bus. Chunks alternate between two slots (pipeline.py).
 """
 from __future__ import annotations

@@ -2,12 +2,13 @@
 
 A tile is T groups (tokens) of D elements, loaded as they lie (T x D, one DRAM run) and transposed on the array
 into a D x T accumulator block (one token per column): a MATMUL by the T x T identity whose im2col window reads
-the tile column by column (out_w = D, row pitch D, pixel pitch 1). Every per-token statistic is then a row of T: REDUCE sums the columns (mean and
-variance), VSUB and VDIV broadcast a row over the D rows, and Newton's square-root steps run on one row of T for
-all the tile's tokens at once. Gamma and beta, per element, are D x T blocks among the constants (each value
-repeated along its row), loaded into the accumulator once, in the layer's prologue, with a row of T copies of D
-for the divisions by D. REQUANT by 2^-shift gives the int8 result; a TransposeLayer turns its D x T blocks back
-into rows on the array (a MATMUL by the D x D identity, the same im2col trick) where the identity fits.
+the tile column by column (out_w = D, row pitch D, pixel pitch 1). Every per-token statistic is then a row of T:
+REDUCE sums the columns (mean and variance), VSUB and VDIV broadcast a row over the D rows, and Newton's square-
+root steps run on one row of T for all the tile's tokens at once. Gamma and beta, per element, are D x T blocks
+among the constants (each value repeated along its row), loaded into the accumulator once, in the layer's
+prologue, with a row of T copies of D for the divisions by D. REQUANT by 2^-shift gives the int8 result; a
+TransposeLayer turns its D x T blocks back into rows on the array (a MATMUL by the D x D identity, the same
+im2col trick) where the identity fits.
 
 Every tile has the same T (a divisor of the group count), so the prologue's blocks fit every tile. Where the
 D x D identity does not fit the scratchpad, the result is stored transposed by a strided STORE instead, one

@@ -1,16 +1,18 @@
 """Which quantized nodes the NPU runs: the forms its layers (layers.py) implement, checked per node.
 
-Matrix work must arrive as a layer: Conv (int8 image, constant symmetric int8 filter, optional int32
-bias, 2-D, any groups: grouped.py) or a 2-D MatMul by a constant int8 matrix, whose only user is a
-Rescale to int8 (the MatMul possibly through one Add of a constant int32 bias row first), or a MatMul
-of two int8 activations of one batch shape (attention's products, bmm.py) rescaled to int8; likewise a
-Mul of an int8 image by a constant per-channel vector (a standalone BatchNorm, through a per-channel
-int32 bias: affine.py), or by an N x C x 1 x 1 int8 tensor computed at run time (a channel gate:
-gate.py). Softmax (over trailing dims) takes an int8 input to the fixed int8 type of probabilities; LRN keeps its int8 type (lrn.py); a TableLookup maps int8 to int8 through a constant
-table (lut.py), the int8 form of the unary functions the NPU keeps unlowered (Sigmoid, GELU...).
-Everything else moves or combines int8 tensors of one quantized type per tensor (per-channel scales
-only on weights and accumulators). KEPT_UNLOWERED lists the kinds the NPU takes unlowered, for the
-quantizer to convert.
+Matrix work must arrive as a layer: Conv (int8 image, constant symmetric int8 filter, optional int32 bias, 2-D,
+any groups: grouped.py) or a 2-D MatMul by a constant int8 matrix, whose only user is a Rescale to int8 (the
+MatMul possibly through one Add of a constant int32 bias row first), or a MatMul of two int8 activations of one
+batch shape (attention's products, bmm.py) rescaled to int8; likewise a Mul of an int8 image by a constant per-
+channel vector (a standalone BatchNorm, through a per-channel int32 bias: affine.py), or by an N x C x 1 x 1
+int8 tensor computed at run time (a channel gate: gate.py), or two int8 tensors of its shape (a recurrent cell's
+gates: product.py). Softmax (over trailing dims) takes an int8 input to the fixed int8 type of probabilities
+(or, `wide`, int32 of scale 2^-16), its input code -128 meaning -inf when `masked`; LRN keeps its int8 type
+(lrn.py); IntegerLayerNorm normalises the last dim (layernorm.py); Gather picks int8 rows by host or constant
+indices (gather.py); a TableLookup maps int8 to int8 through a constant table (lut.py), the int8 form of the
+unary functions the NPU keeps unlowered (Sigmoid, GELU...). Everything else moves or combines int8 tensors of
+one quantized type per tensor (per-channel scales only on weights and accumulators). KEPT_UNLOWERED lists the
+kinds the NPU takes unlowered, for the quantizer to convert.
 
 The device's limits (window fields, group and channel counts) are separate from the forms: LIMITS
 lists, per kind, what keeps a node off the NPU whatever its types, so `unsupported_reason` can say so;
@@ -121,7 +123,8 @@ def matmul_limits(node: Node) -> list[str]:
 
 
 LIMITS: dict[str, Callable[[Node], list[str]]] = {
-    "Gather": gather_limits, "Conv": conv_limits, "MaxPool": pool_limits, "AveragePool": pool_limits, "Softmax": softmax_limits,
+    "Gather": gather_limits, "Conv": conv_limits, "MaxPool": pool_limits, "AveragePool": pool_limits,
+    "Softmax": softmax_limits,
     "GlobalAveragePool": global_pool_limits, "LRN": lrn_limits, "MatMul": matmul_limits,
 }
 """What keeps a node of each kind off the NPU whatever its element kinds (empty: within the limits)."""
@@ -369,7 +372,8 @@ def _table_lookup(node: Node) -> bool:
 QUANTIZED_FORMS: dict[str, Callable[[Node], bool]] = {
     "Conv": _conv, "MatMul": _matmul, "Mul": _mul_or_gate, "Rescale": _rescale, "MaxPool": _pool, "AveragePool": _pool,
     "Max": _same_type, "Min": _same_type, "Reshape": _moves, "Transpose": _moves, "Concat": _moves,
-    "Slice": _moves, "Reinterpret": _reinterpret, "Gather": _gather, "IntegerLayerNorm": _integer_layernorm, "Softmax": _softmax, "LRN": _lrn, "TableLookup": _table_lookup, "Quantize": _border,
+    "Slice": _moves, "Reinterpret": _reinterpret, "Gather": _gather, "IntegerLayerNorm": _integer_layernorm,
+    "Softmax": _softmax, "LRN": _lrn, "TableLookup": _table_lookup, "Quantize": _border,
     "Dequantize": _border,
 }
 
