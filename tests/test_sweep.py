@@ -46,6 +46,9 @@ def test_local_sweep_runs_the_cross_product(tmp_path, capsys):
     assert int(by["8", "16"]["cycles"]) <= int(by["8", "8"]["cycles"])
     out = capsys.readouterr().out
     assert "Pareto front" in out and "4 points run" in out
+    page = (tmp_path / "one" / "report.html").read_text()
+    assert "<h2>Pareto fronts</h2>" in page and "<h2>Sensitivity</h2>" in page and page.count("<svg") == 3
+    assert page.count("<tr>") >= 1 + 4 and 'class="sortable"' in page  # every point, in a table to sort
     # processes give the same figures as one process
     assert _sweep(tmp_path, "two", "--workers", "2") == 0
     assert _measured(tmp_path / "two") == _measured(tmp_path / "one")

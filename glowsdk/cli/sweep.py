@@ -2,17 +2,18 @@
 
 Everything the sweep is given (models, grid, profiles, the output folder) is checked before the first point
 runs; then every point's row goes to DIR/results.csv as it finishes, so a killed sweep resumes with
-`--resume`. The Pareto fronts (latency, energy, area) are printed at the end.
+`--resume`. The Pareto fronts (latency, energy, area) are printed at the end and drawn in DIR/report.html.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ..errors import GlowError
-from ..files import check_writable_folder
+from ..files import check_writable_folder, write_text
 from ..progress import Progress
 from ..table import format_table
 from . import options
@@ -68,6 +69,7 @@ def _prepare(spec, profile, args: argparse.Namespace):
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ..sweep.executors import EXECUTORS, LOST
     from ..sweep.grid import load_grid
+    from ..sweep.report import format_report
     from ..sweep.results import ResultsFile, read_rows, write_parquet
 
     models = _models(args.models)
@@ -114,6 +116,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"{sum(_seconds(r) for r in rows if r['status'] == 'ok' and (r['model'], r['point']) not in done):.1f} s")
     print(format_fronts(rows, grid.parameters))
     print(f"wrote {results.path}")
+    page = Path(args.o) / "report.html"
+    with Progress("drawing the report", None, "") as bar:  # matplotlib's import and plots take seconds
+        bar.label(str(page))
+        write_text(page, format_report(rows, grid.parameters, f"glowsdk sweep: {', '.join(models)}"), "-o")
+    print(f"wrote {page}")
     parquet = write_parquet(args.o)
     if parquet is not None:
         print(f"wrote {parquet}")
