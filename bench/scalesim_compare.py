@@ -7,12 +7,12 @@ SCALE-Sim is the oracle: it is installed from PyPI into its own virtualenv (it n
 
 Cases: SCALE-Sim's example configurations (scale.cfg, google.cfg, eyeriss.cfg in
 bench/scalesim_examples, copied from its repository) on its example topologies (test, the GEMM
-test, AlexNet: SCALE-Sim takes minutes on it), then a grid of
-16x16 and 32x32 arrays, ws and os, CALC (unbounded) and USER bandwidth of 64, 20 and 10
-words/cycle, on conv and GEMM topologies. Every case writes one complete v3 .cfg that both tools
+test, AlexNet: SCALE-Sim takes minutes on it), then a grid of 16x16 and 32x32 arrays, ws and os,
+CALC (unbounded) and USER bandwidth of 64, 20 and 10 words/cycle, on conv and GEMM topologies,
+and 8/8/1 KiB SRAMs at 10 words/cycle. Every case writes one complete v3 .cfg that both tools
 read. Each tool runs as its own process; the table gives each process's wall time (SCALE-Sim's
-includes its import, ~0.5 s; glowsdk's its start-up, ~1.5 s, most of it importing the compiler
-and onnx) and the simulation alone as each tool times it. Run it on a quiet machine.
+includes its import, ~0.5 s; glowsdk's its start-up, 1 to 3 s on a busy machine) and the
+simulation alone as each tool times it. Run it on a quiet machine.
 """
 from __future__ import annotations
 
@@ -47,6 +47,9 @@ def cases(quick: bool) -> list[tuple[str, str, str, dict]]:
                 for topo in ("small.csv", "gemm.csv"):
                     found.append((f"{size}x{size} {dataflow} bw {bw} {topo}", "scale.cfg", topo,
                                   {"rows": size, "df": dataflow, "bw": bw}))
+    for dataflow in ("ws", "os"):  # small SRAMs: the ofmap SRAM drains within a layer, read windows move within folds
+        found.append((f"16x16 {dataflow} 8/8/1 KiB bw 10 gemm.csv", "scale.cfg", "gemm.csv",
+                      {"rows": 16, "df": dataflow, "bw": "10", "kb": (8, 8, 1)}))
     return [f for f in found if "alexnet" not in f[0]][:6] if quick else found
 
 
@@ -58,6 +61,8 @@ def write_cfg(source: Path, overrides: dict, target: Path) -> None:
     arch = cp["architecture_presets"]
     if "rows" in overrides:
         arch["ArrayHeight"] = arch["ArrayWidth"] = str(overrides["rows"])
+    if "kb" in overrides:
+        arch["IfmapSramSzkB"], arch["FilterSramSzkB"], arch["OfmapSramSzkB"] = (str(k) for k in overrides["kb"])
     if "df" in overrides:
         arch["Dataflow"] = overrides["df"]
     bw = overrides.get("bw")
