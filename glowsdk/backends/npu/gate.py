@@ -26,6 +26,10 @@ MAX_COLS = 65535
 """VMUL and REQUANT count the columns of a row in 16 bits."""
 
 
+TILES = 4
+"""Tiles an image is cut into at least: the loads, the vector work and the stores of consecutive tiles overlap."""
+
+
 def _align(size: int) -> int:
     return -(-size // 64) * 64
 
@@ -48,7 +52,8 @@ class GateLayer:
         spad, acc = config.scratchpad_bytes // 2, config.accumulator_bytes // 4
 
         def pixels(block: int) -> int:  # less 64 per buffer: each is rounded up to whole 64-byte lines
-            return min(h * w, (spad - _align(block) - 128) // (2 * block), (acc - 4 * block) // (2 * block), 65535)
+            return min(-(-h * w // TILES), (spad - _align(block) - 128) // (2 * block),
+                       (acc - 4 * block) // (2 * block), 65535)
 
         block = min(channels, MAX_COLS)
         while block > 1 and pixels(block) < 1:

@@ -27,6 +27,10 @@ MAX_REDUCE_ROWS = 65535
 """REDUCE counts rows (pixels of a chunk) in 16 bits."""
 
 
+STEPS = 4
+"""Chunks an image is cut into at least (when it has the rows): the DMA and the vector engine overlap."""
+
+
 def _align(size: int) -> int:
     return -(-size // 64) * 64
 
@@ -67,8 +71,10 @@ class GlobalPoolLayer:
             raise UnsupportedError(f"a global pool of {block} channels does not fit the scratchpad")
         src, dst = self.source, self.result
         h, w = self.height, self.width
-        # Whole rows per step when a row fits a slot, else runs of pixels within a row.
-        rows = min(h, slot // (w * block), MAX_REDUCE_ROWS // w) if w * block <= slot and w <= MAX_REDUCE_ROWS else 0
+        # Whole rows per step when a row fits a slot, else runs of pixels within a row; at least STEPS steps where
+        # the image has the rows, so that the load of one chunk overlaps the REDUCE of the one before.
+        rows = min(-(-h // STEPS), slot // (w * block), MAX_REDUCE_ROWS // w) \
+            if w * block <= slot and w <= MAX_REDUCE_ROWS else 0
         run = min(w, slot // block, MAX_REDUCE_ROWS)
         chunks = ([(y, 0, min(rows, h - y), w) for y in range(0, h, rows)] if rows else
                   [(y, x, 1, min(run, w - x)) for y in range(h) for x in range(0, w, run)])
