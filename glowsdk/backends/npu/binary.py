@@ -59,7 +59,7 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> Wo
     else:
         emit_layer(em, body.tiles(base, config))
     em.end_layer(layer.name, layer.kind)
-    return body.workload() if isinstance(body, (GemmLayer, DepthwiseLayer)) else None
+    return body.workload() if isinstance(body, (GemmLayer, DepthwiseLayer, BatchMatMulLayer)) else None
 
 
 def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig, metadata: dict) -> NpuBinary:

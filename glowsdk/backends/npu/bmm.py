@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from isa.config import ArchConfig
+from isa.roofline import Workload
 
 from ...errors import UnsupportedError
 from ...graph.node import Node
@@ -110,6 +111,15 @@ class BatchMatMulLayer:
     @property
     def shape(self) -> tuple[int, int, int]:
         return self.lhs.shape[-2], self.lhs.shape[-1], self.rhs.shape[-1]
+
+    def workload(self) -> Workload:
+        """The product's MACs (the zero-point folding's are the schedule's, not the problem's), its operands
+        once, its result once, and the constants it reads (the za row, the fill blocks)."""
+        m, k, n = self.shape
+        batch = self.result.elements // (m * n)
+        constants = (k if self.lhs_zero else 0) + len(self.fills) * k * self.block[1]
+        return Workload(batch * m * k * n, "array", constants, self.lhs.elements + self.rhs.elements,
+                        self.result.elements)
 
     def prologue(self, constants: int) -> list[Spec]:
         """The fill blocks, once, at the bottom of the scratchpad."""
