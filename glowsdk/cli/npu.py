@@ -12,6 +12,7 @@ from ..progress import Progress, progress
 from . import options
 
 if TYPE_CHECKING:
+    from sim.energy import EnergyTable
     from sim.results import SimResult
 
     from ..backends.npu.backend import NpuFunction
@@ -48,13 +49,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if not args.o:
             raise GlowError("--report html writes a page: give its file with -o FILE")
         require_plotting()
+    energy = _energy_table(args)
     if is_package(args.file):
-        return simulate_package(args)
-    energy = None
-    if args.energy_table:
-        from sim.energy import load_energy_table
-
-        energy = load_energy_table(args.energy_table)
+        return simulate_package(args, energy)
     with Progress("reading", None, "") as bar:
         bar.label(args.file)
         binary, config = load_binary(args.file, args.config)
@@ -94,7 +91,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def simulate_package(args: argparse.Namespace) -> int:
+def _energy_table(args: argparse.Namespace) -> EnergyTable | None:
+    """The energy/area table `--energy-table` names (read before any simulation), or None for the default."""
+    if not args.energy_table:
+        return None
+    from sim.energy import load_energy_table
+
+    return load_energy_table(args.energy_table)
+
+
+def simulate_package(args: argparse.Namespace, energy: EnergyTable | None = None) -> int:
     """A partitioned model (compile --target npu with fallback): NPU partitions on the simulator, host
     partitions on the host backend, in order; a table of NPU cycles, host time and transfer bytes."""
     import time
@@ -145,7 +151,9 @@ def simulate_package(args: argparse.Namespace) -> int:
                 raise GlowError(f"{args.file}: partition {part.index}: {err}") from None
             with Progress(f"simulating partition {part.index}", len(binary.instructions), "instr") as bar:
                 run = run_binary(binary, config, inputs, checked=args.checked, ideal_dram=args.ideal_dram,
-                                 seed=args.seed, progress=bar)
+                                 seed=args.seed, progress=bar, array_model=args.array_model)
+            if energy is not None:
+                run.result.energy_table = energy
             values.update(run.outputs)
             npu_seconds += run.result.seconds
             reports.append((part.index, run.result))
