@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +101,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 tasks += [(model, p) for p in todo]
         started = time.perf_counter()
         failed = 0
-        with Progress("sweep", len(tasks), "point") as bar:
-            for count, row in enumerate(EXECUTORS[args.executor](tasks, args.workers, args.address), 1):
+        # closing: an interrupted sweep stops its workers (and a Ray cluster it started) before it ends
+        with Progress("sweep", len(tasks), "point") as bar, \
+                closing(EXECUTORS[args.executor](tasks, args.workers, args.address)) as finished:
+            for count, row in enumerate(finished, 1):
                 results.write(row)
                 failed += row["status"] != "ok"
                 elapsed = time.perf_counter() - started
