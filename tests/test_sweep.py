@@ -81,6 +81,23 @@ def test_resume_runs_only_what_a_killed_sweep_left(tmp_path, capsys):
     assert "records another sweep" in capsys.readouterr().err
 
 
+def test_a_failed_point_records_its_error_and_the_sweep_goes_on(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Sin", ["x"], ["y"])], "sine",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "sine.onnx")
+    (tmp_path / "grid.toml").write_text(GRID)
+    assert main(["sweep", "--models", f"{tmp_path / 'sine.onnx'},{MODEL}", "--batch", "1", "--calibration-random",
+                 "1", "--grid", str(tmp_path / "grid.toml"), "-o", str(tmp_path / "out"), "--workers", "1"]) == 0
+    rows = _rows(tmp_path / "out")
+    sine = [r for r in rows if r["model"].endswith("sine.onnx")]
+    assert len(sine) == 4 and all(r["status"] == "error" and "Sin" in r["error"] and r["cycles"] == "" for r in sine)
+    assert sum(r["status"] == "ok" for r in rows) == 4
+
+
 @pytest.mark.parametrize("grid, message", [
     ('[grid]\narray_rows = [16, 0]\n', "key 'array_rows' = 0 is out of range"),
     ('[grid]\narray_colz = [16]\n', "unknown key 'grid.array_colz'"),

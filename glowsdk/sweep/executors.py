@@ -62,7 +62,9 @@ def run_ray(tasks: Sequence[Task], workers: int | None, address: str | None = No
         raise GlowError("--executor ray needs Ray: pip install 'glowsdk[distributed]'") from None
     try:
         if address is None:
-            ray.init(num_cpus=workers, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+            # "local": a new cluster of our own, never one a `ray start` left running on this machine
+            ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="ERROR",
+                     log_to_driver=False)
         else:
             ray.init(address=address, logging_level="ERROR", log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as err:
