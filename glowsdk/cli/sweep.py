@@ -46,22 +46,22 @@ def _load(name: str, args: argparse.Namespace, profile_path: str | None):
     """The model loaded in this process (forked workers inherit it) and its profile if given: both checked
     before the sweep writes anything."""
     from ..quantization import load_profile
-    from ..sweep.point import ModelSpec, _network
+    from ..sweep.point import ModelSpec, load_model
 
     spec = ModelSpec(name, args.batch, args.random_weights)
     with Progress("loading", None, "") as bar:
         bar.label(name)
-        _network(spec)
+        load_model(spec)
     return spec, None if profile_path is None else load_profile(profile_path)
 
 
 def _prepare(spec, profile, args: argparse.Namespace):
     """The model with its quantization, made once for every point (calibrated here when given no profile)."""
     from ..quantization import QuantizationConfig, calibration_random, collect_profile
-    from ..sweep.point import PreparedModel, _network
+    from ..sweep.point import PreparedModel, load_model
 
     if profile is None:
-        network = _network(spec)
+        network = load_model(spec)
         with Progress(f"calibrating {spec.name}", args.calibration_random, "sample") as bar:
             profile = collect_profile(network, calibration_random(network, args.calibration_random), progress=bar)
     return PreparedModel(spec, QuantizationConfig(profile))

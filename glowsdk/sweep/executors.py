@@ -21,7 +21,7 @@ LOST = "executor lost the task"
 
 
 def lost_row(model: PreparedModel, point: Point, why: str) -> dict[str, Any]:
-    return {"model": model.spec.name, "point": point.key, **dict(point.values), "status": "error",
+    return {"model": model.spec.name, "point": point.key, **point.settings, "status": "error",
             "error": f"{LOST}: {why}"}
 
 

@@ -38,8 +38,13 @@ class Point:
 
     @property
     def key(self) -> str:
-        """What a result is filed under: the configuration's hash, so a reordered grid still resumes."""
+        """What a result is filed under: the configuration's hash, the machine whatever the grid calls it."""
         return config_hash(self.config)[:16]
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The swept parameters as the configuration holds them (sizes in bytes: '256 KiB' sorts as a number)."""
+        return {name: getattr(self.config, name) for name, _ in self.values}
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ class PreparedModel:
 
 
 @functools.lru_cache(maxsize=4)
-def _network(spec: ModelSpec):
+def load_model(spec: ModelSpec):
     """The imported model, once per worker process (the compile works on a copy)."""
     from .. import api
 
@@ -49,7 +49,7 @@ def _network(spec: ModelSpec):
 
 def run_point(model: PreparedModel, point: Point) -> dict[str, Any]:
     """The row of (model, point): its figures, or its error; `status` says which."""
-    row: dict[str, Any] = {"model": model.spec.name, "point": point.key, **dict(point.values)}
+    row: dict[str, Any] = {"model": model.spec.name, "point": point.key, **point.settings}
     try:
         row.update(_measure(model, point))
         row["status"], row["error"] = "ok", ""
@@ -68,7 +68,7 @@ def _measure(model: PreparedModel, point: Point) -> dict[str, Any]:
     from ..backends.registry import get_backend
     from ..compiler.pipeline import compile_function
 
-    network = _network(model.spec)
+    network = load_model(model.spec)
     start = time.perf_counter()
     # no fallback: a point whose model does not run whole on the NPU has no NPU figures to compare
     compiled = compile_function(network.function, get_backend("npu"), CompileOptions(extra={"config": point.config}),
