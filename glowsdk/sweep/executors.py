@@ -62,6 +62,9 @@ def run_ray(tasks: Sequence[Task], workers: int | None, address: str | None = No
         raise GlowError("--executor ray needs Ray: pip install 'glowsdk[distributed]'") from None
     try:
         if address is None:
+            # Ray nices its workers (15) to keep a driver responsive; here the workers are the sweep, and at
+            # nice 15 on a busy machine they wait behind every other process
+            os.environ.setdefault("RAY_worker_niceness", "0")
             # "local": a new cluster of our own, never one a `ray start` left running on this machine
             ray.init(address="local", num_cpus=workers, include_dashboard=False, logging_level="ERROR",
                      log_to_driver=False)
@@ -88,7 +91,9 @@ def _ray_tasks(ray, tasks: Sequence[Task], workers: int) -> Iterator[dict[str, A
         while queue and len(pending) < workers:
             model, point = queue.pop()
             pending[remote.remote(shared[id(model)], point)] = (model, point)
-        done, _ = ray.wait(list(pending), num_returns=1)
+        done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)  # a timeout lets Ctrl-C through
+        if not done:
+            continue
         model, point = pending.pop(done[0])
         try:
             yield ray.get(done[0])
