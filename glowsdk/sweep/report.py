@@ -13,7 +13,7 @@ import io
 import math
 from typing import Any, Sequence
 
-from .pareto import ALL_MODELS, OBJECTIVES, fronts
+from .pareto import ALL_MODELS, OBJECTIVES, aggregate, fronts
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -128,8 +128,9 @@ def format_report(rows: Sequence[dict[str, Any]], parameters: Sequence[str], tit
                  'over the models, for the configurations that ran every model.</p>')
     for model, front in fronts(rows).items():
         parts.append(f"<h3>{html.escape(model)}</h3>")
-        if plotting and model != ALL_MODELS and front:
-            parts.append(f"<figure>{pareto_svg([r for r in ok if r['model'] == model], front, model)}</figure>")
+        if plotting and front:
+            population = aggregate(rows) if model == ALL_MODELS else [r for r in ok if r["model"] == model]
+            parts.append(f"<figure>{pareto_svg(population, front, model)}</figure>")
         parts.append(_table(["model", *parameters, *OBJECTIVES, "point"], front))
     if plotting and ok:
         parts.append("<h2>Sensitivity</h2>")
