@@ -8,6 +8,7 @@ reference evaluator.
 """
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -15,11 +16,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import glowsdk
-from glowsdk.backends.npu.layernorm import LayerNormLayer
+from glowsdk.backends.npu.layernorm import LayerNormLayer, TransposeLayer
 from glowsdk.graph.nodes.layernorm_int8 import integer_layernorm, layernorm_params
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
 from isa import PRESETS
+from isa.config import resolve_config
 from sim.binding import run_binary
 
 
@@ -99,3 +101,34 @@ def test_layernorm_on_the_vector_engine_bit_exact(tokens, width, config):
     floats = glowsdk.compile(network, "interpreter").run(inputs)["out"]
     cosine = float((got["out"] * floats).sum() / np.linalg.norm(got["out"]) / np.linalg.norm(floats))
     assert cosine > 0.99
+
+
+def _bit_exact(network, config, fallback: str = "none"):
+    profile = collect_profile(network, calibration_random(network, 2))
+    npu = glowsdk.compile(network, "npu", quantization=QuantizationConfig(profile), config=config, fallback=fallback)
+    inputs = network.random_inputs(3)
+    want = evaluate(npu.compiled.function, inputs)
+    got = run_binary(npu.compiled.binary, resolve_config(config), inputs, checked=True).outputs
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value)
+    return npu
+
+
+@pytest.mark.parametrize("tokens,width,config", [
+    (8, 384, "default"),           # the D x D identity (convnext_tiny's 384-channel stage): 147,456 bytes
+    (512, 256, {"preset": "server", "name": "big_acc", "accumulator_bytes": 2 * 1024 * 1024}),
+])                                 # T = 256: a tile's D x T block and the T x T identity are 65,536 bytes each
+def test_layernorm_rows_beyond_a_dma_element_bit_exact(tokens, width, config, tmp_path):
+    """Every DMA of a LayerNorm and of its TransposeLayer within elem_bytes' 16 bits: a run longer than 65,535
+    bytes is moved as rows one after another (one DRAM run still), under checked simulation, bit-exact."""
+    if isinstance(config, dict):
+        path = tmp_path / "config.json"
+        path.write_text(json.dumps(config))
+        config = str(path)
+    network = _net(tokens, width)
+    npu = _bit_exact(network, config)
+    kinds = [type(layer.body) for layer in npu.compiled.layers]
+    assert kinds.count(LayerNormLayer) == 2 and kinds.count(TransposeLayer) == 2
+    largest = max(layer.body.length * max(layer.body.length, layer.body.tokens)
+                  for layer in npu.compiled.layers if isinstance(layer.body, TransposeLayer))
+    assert largest > 65535

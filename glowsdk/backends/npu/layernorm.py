@@ -37,6 +37,8 @@ MAX_LENGTH = 65535
 """The transposed load's col_stride (16 bits) is D."""
 MAX_TOKENS = 4095
 """VDIV's 12-bit cols field is T."""
+MAX_ELEM = 65535
+"""A DMA element's 16-bit elem_bytes field."""
 
 
 def tokens_per_tile(groups: int, length: int, config: ArchConfig) -> int:
@@ -90,8 +92,7 @@ class LayerNormLayer:
                 ("LOAD", dict(dram=base(self.beta), space="acc", sram=beta, planes=1, rows=d, cols=1)),
                 ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * t)),
                 ("LOAD", dict(dram=base(self.lengths), space="acc", sram=lengths, planes=1, rows=1, cols=1)),
-                ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=t * t)),
-                ("LOAD", dict(dram=base(self.identity), space="spad", sram=0, planes=1, rows=1, cols=1))]
+                *_dense("LOAD", base(self.identity), "spad", 0, t * t, t)]
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Spec]:
         d, t = self.length, self.tokens
@@ -109,9 +110,7 @@ class LayerNormLayer:
             diff = acc0 + slot * (2 * block + 4 * t)
             square, total, var, root, step = diff + block, diff + 2 * block, diff + 2 * block + t, \
                 diff + 2 * block + 2 * t, diff + 2 * block + 3 * t
-            loads: list[Spec] = [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=block)),
-                                 ("LOAD", dict(dram=base(self.source) + first * d, space="spad", sram=x, planes=1,
-                                               rows=1, cols=1))]
+            loads = _dense("LOAD", base(self.source) + first * d, "spad", x, block, d)
             # column j of the T x D tile times the identity: the D x T block, token j in column j
             matmuls: list[Spec] = [transpose, ("MATMUL", dict(inp=x, wgt=0, acc=square, rows=d, k=t, n=t,
                                                               acc_mode=0))]
@@ -144,10 +143,7 @@ class LayerNormLayer:
                                         clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0)),
                 ("REQUANT", dict(dst=y, src=diff, **matrix))]
             if self.blocks:
-                stores: list[Spec] = [
-                    ("CONFIG_STORE", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=block)),
-                    ("STORE", dict(dram=base(self.result) + first * d, space="spad", sram=y, planes=1, rows=1,
-                                   cols=1))]
+                stores = _dense("STORE", base(self.result) + first * d, "spad", y, block, t)
             else:
                 transposed = dict(row_stride=1, plane_stride=0, col_stride=d, elem_bytes=1)
                 stores = [("CONFIG_STORE", transposed), ("STORE", dict(
@@ -168,8 +164,7 @@ class TransposeLayer:
     identity: DramTensor
 
     def prologue(self, base: Callable[[DramTensor], int]) -> list[Spec]:
-        return [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=self.length ** 2)),
-                ("LOAD", dict(dram=base(self.identity), space="spad", sram=0, planes=1, rows=1, cols=1))]
+        return _dense("LOAD", base(self.identity), "spad", 0, self.length ** 2, self.length)
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Spec]:
         d, t = self.length, self.tokens
@@ -178,20 +173,15 @@ class TransposeLayer:
         transpose = ("CONFIG_MATMUL", dict(dataflow=best_dataflow(t, d, d, config), im2col=1, out_w=t, channels=1,
                                            kw=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, row_pitch=t,
                                            pixel_pitch=1))
-        flat = dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=block)
         tiles = []
         for k, first in enumerate(range(0, self.source.elements // d, t)):
             slot = k % 2
             x, y, acc = spad0 + slot * 2 * block, spad0 + slot * 2 * block + block, slot * block
-            loads: list[Spec] = [("CONFIG_LOAD", flat), ("LOAD", dict(dram=base(self.source) + first * d,
-                                                                       space="spad", sram=x, planes=1, rows=1,
-                                                                       cols=1))]
+            loads = _dense("LOAD", base(self.source) + first * d, "spad", x, block, t)
             matmuls: list[Spec] = [transpose, ("MATMUL", dict(inp=x, wgt=0, acc=acc, rows=t, k=d, n=d, acc_mode=0))]
             vector: list[Spec] = [("VADDI", dict(dst_space="spad", dst=y, src_space="acc", src=acc, count=block,
                                                  imm=0))]
-            stores: list[Spec] = [("CONFIG_STORE", flat), ("STORE", dict(dram=base(self.result) + first * d,
-                                                                          space="spad", sram=y, planes=1, rows=1,
-                                                                          cols=1))]
+            stores = _dense("STORE", base(self.result) + first * d, "spad", y, block, d)
             tiles.append(Tile([Step(loads, matmuls)], vector, stores))
         return tiles, transpose
 
@@ -211,6 +201,21 @@ def _div(dst: int, src1: int, src2: int, shape: dict, bcast: int, shift: int) ->
 
 def _imm(mnemonic: str, dst: int, src: int, count: int, imm: int) -> Spec:
     return (mnemonic, dict(dst_space="acc", dst=dst, src_space="acc", src=src, count=count, imm=imm))
+
+
+def _dense(op: str, dram: int, space: str, sram: int, size: int, row: int) -> list[Spec]:
+    """CONFIG_LOAD/STORE and the LOAD/STORE moving `size` contiguous bytes between DRAM and a dense SRAM image, as
+    one element where it fits elem_bytes' 16 bits, else as rows of a multiple of `row` bytes (a divisor of `size`
+    within the field) one after another in DRAM: the same bytes, the same single DRAM run."""
+    elem = size
+    if size > MAX_ELEM:
+        count = size // row
+        per = max(k for k in range(1, min(count, MAX_ELEM // row) + 1) if count % k == 0)
+        elem = per * row
+    rows = size // elem
+    return [(f"CONFIG_{op}", dict(row_stride=elem if rows > 1 else 0, plane_stride=0, col_stride=0,
+                                  elem_bytes=elem)),
+            (op, dict(dram=dram, space=space, sram=sram, planes=1, rows=rows, cols=1))]
 
 
 def layernorm_layers(builder: LayerBuilder, node: Node) -> list[tuple[str, object]]:
