@@ -532,13 +532,30 @@ class LayerBuilder:
 
     def _image_out(self, value: NodeValue) -> DramTensor:
         """Where a layer that writes NHWC images through strides (a convolution, a pooling) puts `value`: in its
-        slice of the channel Concat that is its only use, so the Concat copies nothing; else on its own."""
+        slice of the channel Concat that is its only use, so the Concat copies nothing, where every other part
+        of the Concat is an NHWC image too; else on its own. (A Concat with a row-major part is row-major, as
+        `_concat` lays it out: joining it would make it NHWC, copying the row-major part into it pixel by pixel
+        and, before a channel shuffle's Reshape, the whole result back to row-major: shufflenet_v2's units.)"""
         users = list(value.node.users)
         concat = users[0] if len(users) == 1 and users[0].kind == "Concat" else None
         if concat is None or len(concat.type.shape) != 4 or concat.axis % 4 != 1 or \
-                sum(v == value for v in concat.inputs) != 1:
+                sum(v == value for v in concat.inputs) != 1 or \
+                not all(self._image_part(v) for v in concat.inputs if v != value):
             return self._new(value, nhwc=True)
         if id(concat) not in self._joined:
             self._joined[id(concat)] = self._new(concat.result(), nhwc=True)
         start = sum(v.type.shape[1] for v in concat.inputs[:list(concat.inputs).index(value)])
         return self._joined[id(concat)].sliced(1, start, value.type.shape[1], name=value.name)
+
+    def _image_part(self, value: NodeValue) -> bool:
+        """Whether a Concat's part is an NHWC image: its tensor's layout once built; before, whether a
+        convolution or a pooling computes it (through the int8 steps their epilogues take)."""
+        if value in self.values:
+            return self.values[value].is_nhwc()
+        node = value.node
+        while node.kind in ("Rescale", "TableLookup", "Max", "Min"):
+            computed = [v for v in node.inputs if v is not None and not isinstance(v.node, Constant)]
+            if len(computed) != 1 or computed[0] in self.values:
+                return False
+            node = computed[0].node
+        return node.kind in ("Conv", "MaxPool", "AveragePool")
