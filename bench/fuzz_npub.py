@@ -32,20 +32,7 @@ reader and loader needed no fix. A second run, `--seed 1`, on otherwise idle cor
 mutants in 101 s, 0 crashes, 0 memory blow-ups, 86,185 one-line errors, 13,815 accepted. The
 test suite runs 400 mutants (tests/test_npub_fuzz.py).
 
-Coverage-guided mode (tests/fuzz/guided.py, tests/fuzz/guided_targets.py), in this process
-(`--jobs` is ignored: multi-process guided fuzzing is not implemented):
-
-    python bench/fuzz_npub.py --guided --count 5000 --seed 0     # a corpus grown from the seeds by new edges
-    python bench/fuzz_npub.py --coverage --count 5000 --seed 0   # the random mutants above, traced the same way
-
-How the guided mode picks, traces and keeps mutants: tests/fuzz/guided.py. Figures (seed 0, two shared cores):
-
-| run | mutants | crashes | memory | corpus | lines at 10% / 50% / 100% | time |
-| --- | ---: | ---: | ---: | --- | --- | ---: |
-| guided | 5,000 | 0 | 0 | 4 -> 77 | 1,117 / 1,187 / 1,190 | 22 s |
-| unguided, traced | 5,000 | 0 | 0 | 4 | 1,175 / 1,200 / 1,212 | 58 s |
-
-(the seeds alone: 951 lines). Guided: 4,743 one-line errors, 257 accepted.
+Coverage-guided runs of the same reader: bench/fuzz_atheris.py (atheris, these mutators as its custom mutator).
 """
 from __future__ import annotations
 
@@ -107,11 +94,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.replay is not None:
         return replay(args.seed, args.replay, args.output)
-    if args.guided or args.coverage:
-        from fuzz import guided_targets
-
-        _start_worker(args.memory_mb)
-        return driver.run_guided(guided_targets.npub_target(args.seed), args.count, args.seed, args.guided)
     results, seconds, peak_mb = driver.run_batches("mutants", args.count, args.jobs, BATCH, _start_worker,
                                                    (args.memory_mb,), _run_batch, (args.seed,))
     print(driver.summary(results, seconds, args.seed, peak_mb))

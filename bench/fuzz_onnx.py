@@ -25,20 +25,7 @@ errors and 1629 models that load, at seed 0):
 
 The test suite runs a few hundred mutants in-process (tests/test_import_fuzz.py).
 
-Coverage-guided mode (tests/fuzz/guided.py, tests/fuzz/guided_targets.py), in this process
-(`--jobs` is ignored: multi-process guided fuzzing is not implemented):
-
-    python bench/fuzz_onnx.py --guided --count 2000 --seed 0     # a corpus grown from the seeds by new edges
-    python bench/fuzz_onnx.py --coverage --count 2000 --seed 0   # the random mutants above, traced the same way
-
-How the guided mode picks, traces and keeps mutants: tests/fuzz/guided.py. Figures (seed 0, two shared cores):
-
-| run | mutants | crashes | memory | corpus | lines at 10% / 50% / 100% | time |
-| --- | ---: | ---: | ---: | --- | --- | ---: |
-| guided | 2,000 | 0 | 0 | 58 -> 151 | 2,912 / 3,033 / 3,055 | 50 s |
-| unguided, traced | 2,000 | 0 | 0 | 58 | 2,920 / 3,001 / 3,050 | 78 s |
-
-(the seeds alone: 2,805 lines). Guided: 1,761 one-line errors, 239 models that load.
+Coverage-guided runs of the same reader: bench/fuzz_atheris.py (atheris, these mutators as its custom mutator).
 """
 from __future__ import annotations
 
@@ -102,12 +89,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.replay is not None:
         return replay(args.seed, args.replay)
-    if args.guided or args.coverage:
-        from fuzz import guided_targets
-
-        _start_worker(args.memory_mb)
-        target = guided_targets.onnx_target(os.path.join(_FOLDER, "m"), args.seed)
-        return driver.run_guided(target, args.count, args.seed, args.guided)
     results, seconds, peak_mb = driver.run_batches("mutants", args.count, args.jobs, BATCH, _start_worker,
                                                    (args.memory_mb,), _run_batch, (args.seed,))
     print(driver.summary(results, seconds, args.seed, peak_mb))

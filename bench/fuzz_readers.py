@@ -34,25 +34,7 @@ name with a line break echoed into a message; a histogram count past int64; and 
 `histogram_bins` allocated (np.zeros) before it was checked against the counts in the file. The
 test suite runs 600 configuration and 200 profile mutants (tests/test_reader_fuzz.py).
 
-Coverage-guided mode (tests/fuzz/guided.py, tests/fuzz/guided_targets.py), in this process
-(`--jobs` is ignored: multi-process guided fuzzing is not implemented):
-
-    python bench/fuzz_readers.py --target config --guided --count 2000 --seed 0    # a corpus grown by new edges
-    python bench/fuzz_readers.py --target config --coverage --count 2000 --seed 0  # the random mutants, traced
-
-(and the same with `--target profile`). A corpus entry that still parses takes tree edits then
-text edits; one that no longer parses, text edits only. Selection, tracing and the summary are
-bench/fuzz_onnx.py's (see there). Figures (seed 0, two shared cores):
-
-| run | mutants | crashes | memory | corpus | lines at 10% / 50% / 100% | time |
-| --- | ---: | ---: | ---: | --- | --- | ---: |
-| config, guided | 2,000 | 0 | 0 | 14 -> 33 | 1,208 / 1,363 / 1,364 | 12 s |
-| config, unguided, traced | 2,000 | 0 | 0 | 14 | 1,205 / 1,362 / 1,365 | 13 s |
-| profile, guided | 2,000 | 0 | 0 | 5 -> 29 | 146 / 148 / 150 | 13 s |
-| profile, unguided, traced | 2,000 | 0 | 0 | 5 | 144 / 151 / 154 | 30 s |
-
-(the seeds alone: 49 configuration lines, the CLI that every tenth mutant goes through giving
-most of the rest; 108 profile lines).
+Coverage-guided runs of the same reader: bench/fuzz_atheris.py (atheris, these mutators as its custom mutator).
 """
 from __future__ import annotations
 
@@ -113,12 +95,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.replay is not None:
         return replay(args.target, args.seed, args.replay)
-    if args.guided or args.coverage:
-        from fuzz import guided_targets
-
-        _start_worker(args.target, args.memory_mb)
-        target = guided_targets.reader_target(args.target, _FOLDER, args.seed)
-        return driver.run_guided(target, args.count, args.seed, args.guided)
     results, seconds, peak_mb = driver.run_batches(f"{args.target} mutants", args.count, args.jobs, BATCH,
                                                    _start_worker, (args.target, args.memory_mb), _run_batch,
                                                    (args.target, args.seed))

@@ -26,7 +26,7 @@ def test_onnx_payload_keeps_the_external_file():
     assert targets.unpack_onnx(packed[:30]) == (packed[:30], {})  # a cut file: all model bytes
 
 
-@pytest.mark.parametrize("name, count", [("config", 150), ("profile", 60), ("npub", 150), ("onnx", 40)])
+@pytest.mark.parametrize("name, count", [("config", 100), ("profile", 50), ("npub", 100), ("onnx", 30)])
 def test_a_walk_of_structure_aware_mutants_finds_no_crash(name, count, tmp_path, monkeypatch):
     monkeypatch.setenv("GLOWSDK_MAX_TENSOR_BYTES", str(256 << 20))
     target = targets.make(name, str(tmp_path), seed=0)
@@ -55,7 +55,7 @@ def test_the_atheris_engine_grows_a_corpus(tmp_path):
     pytest.importorskip("atheris", reason="atheris is the `fuzz` extra (pip install -e '.[fuzz]')")
     corpus = tmp_path / "corpus"
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "fuzz_atheris.py"), "run", "--target", "config",
-                           "--runs", "150", "--corpus", str(corpus)], capture_output=True, text=True)
+                           "--runs", "150", "--corpus", str(corpus)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "verdicts after 150 runs" in done.stdout
     seeds = len(targets.reader_target("config", str(tmp_path)).seeds)

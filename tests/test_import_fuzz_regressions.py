@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 import glowsdk
 from glowsdk.errors import GlowError, GraphError, ModelFileError, UnsupportedError
+from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 
 F = TensorProto.FLOAT
 
@@ -197,10 +199,6 @@ def _pass_through_model(conv: bool) -> onnx.ModelProto:
 @pytest.mark.parametrize("target", PASS_THROUGH_TARGETS)
 @pytest.mark.parametrize("conv", [True, False], ids=["beside-a-conv", "alone"])
 def test_a_graph_output_that_is_a_graph_input_keeps_its_name_and_value(target, conv):
-    import onnxruntime as ort
-
-    from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
-
     proto = _pass_through_model(conv)
     x = np.random.default_rng(1).standard_normal((1, 4, 5, 5)).astype(np.float32)
     session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])

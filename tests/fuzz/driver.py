@@ -1,14 +1,14 @@
-"""What the fuzz drivers (bench/fuzz_onnx.py, fuzz_npub.py, fuzz_readers.py) share: their common
-arguments, the run of mutant batches over worker processes, the summary table, the guided run.
+"""What the random fuzz drivers (bench/fuzz_onnx.py, fuzz_npub.py, fuzz_readers.py) share: their common
+arguments, the run of mutant batches over worker processes, the summary table. (The coverage-guided
+runs are atheris's: bench/fuzz_atheris.py.)
 
-A driver brings its harness: a worker initialiser, a batch function returning the batch's outcomes
-and the worker's peak RSS in MiB, and for `--guided` a target of tests/fuzz/guided_targets.py.
+A driver brings its harness: a worker initialiser and a batch function returning the batch's outcomes
+and the worker's peak RSS in MiB.
 """
 from __future__ import annotations
 
 import argparse
 import resource
-import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -28,10 +28,6 @@ def add_common_arguments(parser: argparse.ArgumentParser, memory_mb: int) -> Non
     parser.add_argument("--memory-mb", type=int, default=memory_mb,
                         help=f"address-space limit of each worker, in MiB (default {memory_mb}; 0: none)")
     parser.add_argument("--replay", type=int, metavar="INDEX", help="run mutant INDEX alone, with its traceback")
-    parser.add_argument("--guided", action="store_true",
-                        help="coverage-guided: grow a corpus from the seeds, in this process (tests/fuzz/guided.py)")
-    parser.add_argument("--coverage", action="store_true",
-                        help="the random mutants in this process under the same line tracer (to compare with --guided)")
 
 
 def peak_rss_mb() -> int:
@@ -88,19 +84,3 @@ def summary(results: Results, seconds: float, seed: int, peak_mb: int) -> str:
             lines.append(f"| {verdict} | {key} | {len(hits)} | {i} | {o.seed}: {'+'.join(o.log)} | {message} |")
     return "\n".join(lines)
 
-
-def run_guided(target, count: int, seed: int, guided: bool) -> int:
-    """`--guided` / `--coverage` in this process, lines of the SDK traced (tests/fuzz/guided.py); exit 1 on a crash."""
-    from . import guided as guided_mod
-    from . import guided_targets
-
-    progress = Progress(("guided " if guided else "traced ") + target.name + " mutants")
-    run = guided_mod.fuzz(target, count, seed, guided=guided, progress=progress)
-    progress.close()
-    print(summary(run.results, run.seconds, seed, peak_rss_mb()))
-    print(guided_mod.report(run))
-    if run.crashes:
-        folder = tempfile.mkdtemp(prefix="glowfuzz-guided-crashes-")
-        print(f"\ncrashing mutants written to {folder}")
-        guided_targets.write_crashes(target, run.crashes, folder)
-    return int(bool(run.crashes))
