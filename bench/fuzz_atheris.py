@@ -103,8 +103,13 @@ def run(args) -> int:
         if outcome.verdict in ("crash", "memory"):
             raise Finding(f"{outcome.verdict}: {outcome.key}: {outcome.message}")
 
+    seeds = list(target.seeds.values())
+    weights = [(target.weights or {}).get(name, 1.0) for name in target.seeds]  # the random fuzzer's, if any
+
     def mutator(data: bytes, max_size: int, seed: int) -> bytes:
         rng = random.Random(seed)
+        if rng.random() < args.reseed:  # a real file rather than the corpus entry libFuzzer picked
+            data = rng.choices(seeds, weights)[0]
         if rng.random() >= BYTE_SHARE:
             try:
                 out = target.mutate(rng, data)
@@ -173,6 +178,8 @@ def main(argv=None) -> int:
             sub.add_argument("--runs", type=int, default=10000, help="inputs to run, the seeds included")
             sub.add_argument("--corpus", help="corpus folder (default: a new temporary one); seeds go into an empty one")
             sub.add_argument("--bytes-only", action="store_true", help="libFuzzer's byte mutator only")
+            sub.add_argument("--reseed", type=float, default=0.0,
+                             help="share of mutants made from a seed file instead of the corpus entry (default 0)")
             sub.add_argument("--memory-mb", type=int, default=4096, help="address-space cap in MiB (0: none)")
         elif name == "measure":
             group = sub.add_mutually_exclusive_group(required=True)

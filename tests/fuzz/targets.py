@@ -49,6 +49,8 @@ class Target:
     run: Callable[[bytes], Outcome]
     mutate: Callable[[random.Random, bytes], bytes]
     random_run: Callable[[int], Outcome]
+    weights: dict[str, float] | None = None
+    """How often to start a mutant from each seed (`--reseed`); None: equally."""
 
 
 def _edits(rng: random.Random) -> int:
@@ -106,13 +108,13 @@ def onnx_target(folder: str, seed: int = 0) -> Target:
 def npub_target(seed: int = 0) -> Target:
     from . import npub_harness
     from .npub_mutations import mutate as npub_mutate
-    from .npub_seeds import SEEDS, seed_bytes
+    from .npub_seeds import SEEDS, WEIGHTS, seed_bytes
 
     def mutate(rng: random.Random, data: bytes) -> bytes:
         return npub_mutate(data, rng, _edits(rng))[0]
 
     return Target("npub", {f"{n}.npub": seed_bytes(n) for n in SEEDS}, npub_harness.run_npub, mutate,
-                  lambda index: npub_harness.run_mutant(seed, index))
+                  lambda index: npub_harness.run_mutant(seed, index), {f"{n}.npub": w for n, w in WEIGHTS.items()})
 
 
 # -- configuration and profile files ------------------------------------------------------------
@@ -137,7 +139,10 @@ def _child(rng: random.Random, data: bytes, syntax: str) -> bytes:
             if t is None:
                 return data
             return json.dumps(t).encode() if syntax == "json" else toml_dumps(t).encode()
-        out, log = _mutated(rng, tree, text_of, syntax)
+        try:
+            out, log = _mutated(rng, tree, text_of, syntax)
+        except RecursionError:  # a tree nested nearly as deep as the parser allows: copying it overflows
+            log = ["unchanged"]
         if log != ["unchanged"]:
             return out
     out = data
@@ -172,7 +177,8 @@ def reader_target(kind: str, folder: str, seed: int = 0) -> Target:
         return reader_harness.run_profile(data, folder)
 
     return Target("profile", {f"{n}.json": d for n, d in reader_harness.profile_seeds().items()}, run_profile,
-                  lambda rng, data: _child(rng, data, "json"), random_run)
+                  lambda rng, data: _child(rng, data, "json"), random_run,
+                  {f"{n}.json": w for n, w in reader_harness.PROFILE_WEIGHTS.items()})
 
 
 def make(name: str, folder: str, seed: int = 0) -> Target:
