@@ -2,7 +2,7 @@
 
     pip install -e ".[test,fuzz]"        # atheris and coverage: the `fuzz` extra, never a run-time dependency
     python bench/fuzz_atheris.py run --target onnx|npub|config|profile --runs 20000 [--corpus DIR] [--seed 0]
-                                     [--bytes-only] [--memory-mb 3072]
+                                     [--reseed 0.33 | --bytes-only] [--memory-mb 4096]
     python bench/fuzz_atheris.py measure --target T --corpus DIR      # lines and branches a corpus reaches
     python bench/fuzz_atheris.py measure --target T --random N [--seed 0]   # the same for the random fuzzer
     python bench/fuzz_atheris.py replay --target T FILE               # one input, its verdict and traceback
@@ -13,7 +13,8 @@ the SDK and nothing else; the corpus folder starts with real files (tests/fuzz/t
 keeps each input that reached new coverage. Mutation is structure-aware: the random fuzzers'
 mutators as libFuzzer's custom mutator, four times in five, and libFuzzer's own byte mutator
 (which also splices in the constants the instrumented comparisons saw) otherwise, or always with
-`--bytes-only`. Each input is judged as the random fuzzers judge (tests/fuzz/onnx_harness.py);
+`--bytes-only`; `--reseed P` starts a share P of the mutants from a seed file (weighted as the
+random fuzzer weighs its seeds) instead of the corpus entry libFuzzer picked. Each input is judged as the random fuzzers judge (tests/fuzz/onnx_harness.py);
 a crash or memory blow-up stops the run and leaves the input as `crash-*` in the corpus's
 `crashes/` folder (replay it with `replay`). libFuzzer exits the process at the end; a verdict
 summary is printed when the last run is done.
