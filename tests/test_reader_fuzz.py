@@ -137,6 +137,14 @@ def test_profile_number_past_a_double(tmp_path):
     assert "histogram.edge: the integer of 1329 bits is past the range of a double" in _profile_error(tmp_path, data)
 
 
+@pytest.mark.parametrize("edge, width", [(1e300, 2.0 ** -1000), (-(2.0 ** 70), 1.0)])
+def test_profile_edge_too_many_bin_widths_from_zero(tmp_path, edge, width):
+    # found by atheris (bench/fuzz_atheris.py): math.ldexp(edge, -exponent) raised OverflowError
+    data = _profile()
+    data["values"][0]["histogram"].update(edge=edge, width=width)
+    assert "is more than 2**62 bin widths of" in _profile_error(tmp_path, data)
+
+
 def test_profile_name_with_a_line_break(tmp_path):
     data = _profile()
     data["values"][0]["name"] = "a\nb"

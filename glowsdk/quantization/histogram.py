@@ -123,7 +123,12 @@ class Histogram:
         if mantissa != 0.5:
             raise ValueError(f"bin width {width!r} is not a positive power of two")
         exponent -= 1
-        start = math.ldexp(edge, -exponent)
+        try:
+            start = math.ldexp(edge, -exponent)
+        except OverflowError:  # an edge of 1e300 in bins of 2**-1000
+            start = math.inf
+        if abs(start) >= 2.0 ** 62:  # the grid's bins are numbered in int64
+            raise ValueError(f"first bin edge {edge!r} is more than 2**62 bin widths of {width!r} from 0")
         if start != math.floor(start):
             raise ValueError(f"first bin edge {edge!r} is not a multiple of the bin width {width!r}")
         hist = cls(len(counts))
