@@ -436,3 +436,21 @@ def test_broadcast_sources_are_read_before_the_inner_loop(tmp_path):
     check([((3, 5, 197), F32)], build, accumulates=True, dump_asm=str(dump))
     assembly = dump.read_text()
     assert "vrndscaleps" in assembly or "vroundps" in assembly  # exp's rounding on whole vectors
+
+
+@pytest.mark.parametrize("shape", [[1], [1, 1], [1, 1, 1]])
+def test_one_element_with_a_scalar_operand(shape):
+    # found by tests/test_onnx_hypothesis.py: one element merges into no loop dims, and the hoisting of
+    # the sources the innermost loop does not walk read the last stride of an empty layout (IndexError)
+    from onnx import TensorProto, helper, numpy_helper
+
+    import glowsdk
+
+    c = numpy_helper.from_array(np.array(2.5, np.float32), "c")
+    graph = helper.make_graph([helper.make_node("Add", ["x", "c"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)], [c])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    x = np.full(shape, -1.0, np.float32)
+    out = glowsdk.compile(glowsdk.load(model), "cpu", fallback=None).run({"x": x})["y"]
+    np.testing.assert_array_equal(out, x + np.float32(2.5))

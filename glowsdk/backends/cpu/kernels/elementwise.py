@@ -62,9 +62,10 @@ def build_elementwise(ctx: KernelContext, step: Step) -> None:
     with _outer_and_inner(builder, dims, shared) as (outer, inner_loop):
         # A source the innermost loop does not walk (a broadcast row max, a scalar) is read before
         # that loop: LLVM does not vectorise a loop that stores into the region such a load reads.
+        # (One element merges into no loop dims at all: nothing to hoist.)
         invariant = {key: load(builder, pointers[key], value.type.elem,
                                linear_index(builder, [*outer, i64(0)], layout[key]))
-                     for key, value in operands.items() if math.prod(dims) and layout[key][-1] == 0
+                     for key, value in operands.items() if dims and math.prod(dims) and layout[key][-1] == 0
                      and key not in {operand_key(ctx, i.operands[0]) for i in step.instrs}}
         with inner_loop() as indices:
             _compute(ctx, step, indices, pointers, layout, invariant)
