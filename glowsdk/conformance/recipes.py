@@ -18,6 +18,7 @@ import numpy as np
 from ..compiler.lowering.primitives import FLOATS, NUMERIC, PRIMITIVES, QUANTIZED
 from ..graph.node import Node
 from ..graph.nodes import core, elementwise as ew, linalg, nn, quant, reduce, tensor
+from ..graph.nodes.layernorm_int8 import layernorm_params
 from ..graph.types import ElemKind, Type
 from .case_builder import CaseBuilder
 from .values import DIVISOR, FULL, QUANT_SCALES, SMALL, Domain, integer_bounds, quantized_type, with_edges
@@ -311,3 +312,20 @@ def quantization(b: CaseBuilder, kind: ElemKind, op: type[Node]) -> None:
         plain = Type(kind.quantized_storage, shape)
         b.check("strip", b.node(op, b.tensor(kind, shape, edge=True), result_type=plain))
         b.check("attach", b.node(op, b.tensor(plain, edge=True), result_type=quantized_type(kind, shape)))
+
+
+@recipe(quant.IntegerLayerNorm, kinds={ElemKind.QINT8})
+def integer_layer_norm(b: CaseBuilder, kind: ElemKind, op: type[Node]) -> None:
+    """The integer constants the quantizer would make (`layernorm_params`) from float gamma and beta; rows of edge
+    codes, constant rows (variance 0: epsilon alone keeps the root above 0) and rows of one element."""
+    forms = (("(2,8), epsilon 1e-5", (2, 8), 1e-5, None), ("(2,3,16) edge codes", (2, 3, 16), 1e-3, None),
+             ("(3,1) one element per row", (3, 1), 1e-5, None), ("(2,8) constant rows", (2, 8), 1e-5, 7))
+    for label, shape, epsilon, fill in forms:
+        length = shape[-1]
+        x_type, y_type = quantized_type(kind, shape), Type(kind, shape, 0.05, 3)
+        gamma = b.rng.uniform(0.5, 1.5, length) * b.rng.choice([-1.0, 1.0], length)
+        params = layernorm_params(gamma, b.rng.uniform(-0.5, 0.5, length), epsilon, x_type.scale, y_type.scale)
+        x = b.tensor(x_type, edge=True, values=None if fill is None else np.full(shape, fill))
+        b.check(label, b.node(op, x, b.tensor(ElemKind.INT32, (length,), values=params.gamma),
+                              b.tensor(ElemKind.INT32, (length,), values=params.beta), epsilon=params.epsilon,
+                              shift=params.shift, result_type=y_type))
