@@ -9,12 +9,11 @@ line what to install before any work is done.
 from __future__ import annotations
 
 import html
-import importlib.util
-import io
 import os
 from typing import Sequence
 
 from glowsdk.errors import GlowError
+from glowsdk.plots import figure_svg, plotting_available
 from glowsdk.table import format_bytes, format_count
 
 from .architect import format_architect
@@ -35,20 +34,9 @@ figure { margin: 0; }
 
 def require_plotting() -> None:
     """GlowError unless matplotlib (the `report` extra) is installed: checked before a long run."""
-    if importlib.util.find_spec("matplotlib") is None:
+    if not plotting_available():
         raise GlowError("--report html draws its plots with matplotlib, which is not installed: "
                         "pip install 'glowsdk[report]'")
-
-
-def _svg(figure) -> str:
-    """A matplotlib figure as an inline <svg> element, its words kept as text (searchable, and small)."""
-    import matplotlib
-
-    out = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        figure.savefig(out, format="svg", bbox_inches="tight")
-    text = out.getvalue()
-    return text[text.index("<svg"):]
 
 
 def roofline_svg(result: SimResult, labelled: int = 8) -> str:
@@ -86,7 +74,7 @@ def roofline_svg(result: SimResult, labelled: int = 8) -> str:
     axes.set_title(f"roofline of '{cfg.name}': each point a layer")
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8, loc="lower right")
-    return _svg(figure)
+    return figure_svg(figure)
 
 
 def units_svg(result: SimResult) -> str:
@@ -108,7 +96,7 @@ def units_svg(result: SimResult) -> str:
     axes.set_xlabel("cycles")
     axes.set_title("engine utilisation and stall causes")
     axes.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=4)
-    return _svg(figure)
+    return figure_svg(figure)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence], numeric: Sequence[bool]) -> str:

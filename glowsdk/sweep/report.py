@@ -8,11 +8,10 @@ lines of script to sort the table.
 from __future__ import annotations
 
 import html
-import importlib.util
-import io
 import math
 from typing import Any, Sequence
 
+from ..plots import figure_svg, plotting_available
 from .pareto import ALL_MODELS, OBJECTIVES, aggregate, fronts
 
 _STYLE = """
@@ -56,17 +55,6 @@ def _table(headers: Sequence[str], rows: Sequence[dict[str, Any]], sortable: boo
     return f"<table{kind}>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody></table>"
 
 
-def _svg(figure) -> str:
-    """A matplotlib figure as inline <svg>, its words kept as text."""
-    import matplotlib
-
-    out = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none"}):
-        figure.savefig(out, format="svg", bbox_inches="tight")
-    text = out.getvalue()
-    return text[text.index("<svg"):]
-
-
 def pareto_svg(rows: Sequence[dict[str, Any]], front: Sequence[dict[str, Any]], title: str) -> str:
     """Latency against energy, every point coloured by its area; the front ringed."""
     from matplotlib.figure import Figure
@@ -80,7 +68,7 @@ def pareto_svg(rows: Sequence[dict[str, Any]], front: Sequence[dict[str, Any]], 
     figure.colorbar(dots, ax=ax, label="area (mm2)")
     ax.set(xlabel="latency (ms)", ylabel="energy (uJ)", title=title)
     ax.legend(loc="best", fontsize="small")
-    return _svg(figure)
+    return figure_svg(figure)
 
 
 def sensitivity_svg(rows: Sequence[dict[str, Any]], parameter: str) -> str:
@@ -101,7 +89,7 @@ def sensitivity_svg(rows: Sequence[dict[str, Any]], parameter: str) -> str:
         ax.set_xticks(range(len(values)), [str(v) for v in values])
         ax.set(xlabel=parameter, ylabel=f"{_LABELS[key].split(' ')[0]} / model mean")
     axes[1].legend(loc="best", fontsize="small")
-    return _svg(figure)
+    return figure_svg(figure)
 
 
 def _geomean(values: Sequence[float]) -> float:
@@ -110,7 +98,7 @@ def _geomean(values: Sequence[float]) -> float:
 
 def format_report(rows: Sequence[dict[str, Any]], parameters: Sequence[str], title: str) -> str:
     """The page of a sweep's rows (results.csv read back)."""
-    plotting = importlib.util.find_spec("matplotlib") is not None
+    plotting = plotting_available()
     ok = [r for r in rows if r["status"] == "ok"]
     failed = [r for r in rows if r["status"] != "ok"]
     columns = ["model", *parameters, *OBJECTIVES, "cycles", "utilisation", "dram_read_bytes",
