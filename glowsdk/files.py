@@ -168,3 +168,18 @@ def load_npy(path: str | os.PathLike, what: str, mmap: bool = False):
         raise GlowError(f"{what}{path}: is a folder, not a .npy file") from None
     except (ValueError, OSError, EOFError) as err:
         raise GlowError(f"{what}{path}: not a readable .npy file ({err})") from None
+
+
+def read_text_file(path: str | os.PathLike, kind: str, text_hint: str, error: type[Exception]) -> str:
+    """The UTF-8 text of an input file, or `error` in one line naming the file: a folder ('is a folder, not a
+    `kind`'), an unreadable file, or bytes that are not text ('not a text file (`text_hint`)')."""
+    where = os.fspath(path)
+    try:
+        with open(where, encoding="utf-8") as f:
+            return f.read()
+    except IsADirectoryError:
+        raise error(f"{where}: is a folder, not a {kind}") from None
+    except OSError as exc:
+        raise error(f"{where}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise error(f"{where}: not a text file ({text_hint})") from None

@@ -23,6 +23,7 @@ import tomllib
 from isa.config import PARAMETERS, ArchConfig, config_from_mapping, config_hash
 
 from ..errors import GlowError
+from ..files import read_text_file
 
 _KNOWN = {p.name for p in PARAMETERS}
 MAX_POINTS = 100_000
@@ -63,14 +64,7 @@ def _point_name(values: tuple[tuple[str, Any], ...]) -> str:
 def load_grid(path: str | Path) -> Grid:
     """Read and validate a grid file; GlowError naming the file and the key on any problem."""
     where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except IsADirectoryError:
-        raise GlowError(f"{where}: is a folder, not a grid file") from None
-    except OSError as exc:
-        raise GlowError(f"{where}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise GlowError(f"{where}: not a text file (a grid is TOML)") from None
+    text = read_text_file(path, "grid file", "a grid is TOML", GlowError)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

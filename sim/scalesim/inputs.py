@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from glowsdk.files import read_text_file
+
 from ..errors import SimInputError
 
 DATAFLOWS = ("ws", "os")
@@ -88,14 +90,7 @@ def _line_of(text: str, section: str, key: str | None) -> int | None:
 def read_config(path: str | Path) -> ScaleConfig:
     """Parse a SCALE-Sim v3 `.cfg`."""
     where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except IsADirectoryError:
-        raise SimInputError(f"{where}: is a folder, not a SCALE-Sim .cfg file") from None
-    except OSError as exc:
-        raise SimInputError(f"{where}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise SimInputError(f"{where}: not a text file (a SCALE-Sim .cfg is INI text)") from None
+    text = read_text_file(path, "SCALE-Sim .cfg file", "a SCALE-Sim .cfg is INI text", SimInputError)
     parser = configparser.ConfigParser()
     try:
         parser.read_string(text, source=where)
@@ -164,14 +159,7 @@ GEMM_FIELDS = ("M", "N", "K")
 def read_topology(path: str | Path) -> list[Layer]:
     """Parse a topology CSV; its header says which form: conv (7 numbers a row) or GEMM (M, N, K)."""
     where = str(path)
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except IsADirectoryError:
-        raise SimInputError(f"{where}: is a folder, not a topology CSV") from None
-    except OSError as exc:
-        raise SimInputError(f"{where}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise SimInputError(f"{where}: not a text file (a topology is CSV)") from None
+    lines = read_text_file(path, "topology CSV", "a topology is CSV", SimInputError).splitlines()
     if not lines or not lines[0].strip():
         raise SimInputError(f"{where}:1: empty file (expected a header row)")
     header = [h.strip() for h in lines[0].split(",") if h.strip()]
