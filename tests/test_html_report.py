@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 
 from glowsdk.cli.main import main
-from tests.npu.npu_nets import NetBuilder
+from npu_nets import NetBuilder
 
 
 class _Page(HTMLParser):

@@ -7,7 +7,6 @@ back from the file must reproduce it bit for bit, and every NPU partition also r
 from __future__ import annotations
 
 import json
-import sys
 import zipfile
 from pathlib import Path
 
@@ -26,8 +25,7 @@ from glowsdk.graph.serialize import function_from_data, function_to_data
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
 
-sys.path.insert(0, str(Path(__file__).parent / "npu"))
-from npu_nets import NetBuilder  # noqa: E402
+from npu_nets import NetBuilder
 
 
 @pytest.mark.parametrize("model", ["squeezenet", "lstm", "transformer_encoder"])

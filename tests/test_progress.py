@@ -14,7 +14,7 @@ import time
 import pytest
 
 from glowsdk import progress
-from tests.npu.npu_nets import NetBuilder
+from npu_nets import NetBuilder
 
 
 class _Terminal(io.StringIO):

@@ -9,7 +9,7 @@ from isa.container import read_npub, write_npub
 from isa.origins import origins_from_metadata
 
 from glowsdk.cli.main import main
-from tests.npu.npu_nets import NetBuilder
+from npu_nets import NetBuilder
 
 
 def _binary(tmp_path):
