@@ -1,0 +1,1 @@
+"""The reference evaluator: one numpy kernel per node kind, the golden model every backend is checked against."""
