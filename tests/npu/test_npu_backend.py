@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 import glowsdk
-from glowsdk.errors import UnsupportedOpsError
+from glowsdk.backends.npu.layers import LAYERS
+from glowsdk.errors import UnsupportedError, UnsupportedOpsError
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
 from isa import PRESETS
@@ -56,6 +57,15 @@ def conv_case(c, h, w, oc, k, pad, stride, pool=None):
 ])
 def test_conv_and_pool_bit_exact(c, h, w, oc, k, pad, stride, pool):
     assert_bit_exact(conv_case(c, h, w, oc, k, pad, stride, pool))
+
+
+def test_a_kind_without_a_layer_builder_is_named(monkeypatch):
+    """The layer table is the only dispatch: a kind it lacks stops the compile with the node named."""
+    network = conv_case(3, 17, 13, 20, 3, 0, 2, "max")
+    quant = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
+    monkeypatch.delitem(LAYERS, "MaxPool")
+    with pytest.raises(UnsupportedError, match="the NPU has no layer for MaxPool node"):
+        glowsdk.compile(network, "npu", quantization=quant, config="edge", fallback=None)
 
 
 def test_per_channel_weights_bit_exact():

@@ -23,16 +23,13 @@ from isa.config import ArchConfig
 from ...errors import UnsupportedError
 from .gemm import Requant
 from .pipeline import Spec, Step, Tile
+from .scratchpad import LINE, align
 from .tensors import DramTensor
 
 MAX_CHUNK = 32768
 """Bytes per chunk: a LOAD's element is at most 65535 bytes; half that keeps four buffers small."""
 PRODUCT_BOUND = 255 * 127
 """|(x - zero) * a| for int8 x and a symmetric int8 a."""
-
-
-def _align(size: int) -> int:
-    return -(-size // 64) * 64
 
 
 def check_bias(bias: np.ndarray, what: str) -> None:
@@ -58,8 +55,8 @@ class AffineLayer:
     def _chunk(self, config: ArchConfig) -> int:
         """Whole pixels per chunk: two slots of (weight row, input, output) and of (bias row, product) fit."""
         c = self.channels
-        spad = (config.scratchpad_bytes // 2 - _align(c)) // 2 - 64
-        acc = config.accumulator_bytes // 4 // 2 - _align(c)
+        spad = (config.scratchpad_bytes // 2 - align(c)) // 2 - LINE
+        acc = config.accumulator_bytes // 4 // 2 - align(c)
         pixels = min(MAX_CHUNK, spad, acc) // c
         if pixels < 1:
             raise UnsupportedError(f"a per-channel affine of {c} channels does not fit the SRAMs")
@@ -70,8 +67,8 @@ class AffineLayer:
         of the weight and bias rows, which stay for the slot's later tiles."""
         c = self.channels
         chunk = self._chunk(config) * c
-        row = _align(c)
-        spads = [k * (row + 2 * _align(chunk)) for k in (0, 1)]
+        row = align(c)
+        spads = [k * (row + 2 * align(chunk)) for k in (0, 1)]
         accs = [k * (row + chunk) for k in (0, 1)]
         m, shift = int(self.requant.multipliers[0]), int(self.requant.shifts[0])
         tiles = []
@@ -79,7 +76,7 @@ class AffineLayer:
         for k, start in enumerate(range(0, total, chunk)):
             n = min(chunk, total - start)
             weights, bias = spads[k % 2], accs[k % 2]
-            x, y, acc = weights + row, weights + row + _align(chunk), bias + row
+            x, y, acc = weights + row, weights + row + align(chunk), bias + row
             dma = dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)
             loads: list[Spec] = [("CONFIG_LOAD", dma), ("LOAD", dict(dram=base(self.source) + start, space="spad",
                                                                       sram=x, planes=1, rows=1, cols=1))]

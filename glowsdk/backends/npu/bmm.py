@@ -30,6 +30,7 @@ from ...errors import UnsupportedError
 from ...graph.node import Node
 from .gemm import Requant, best_dataflow
 from .pipeline import Spec, Step, Tile
+from .scratchpad import align
 from .tensors import DramTensor
 
 if TYPE_CHECKING:
@@ -39,10 +40,6 @@ MAX_K, MAX_N, MAX_ROWS = 8191, 4095, 65535
 """MATMUL's k (13 bits), n (12 bits) and rows (16 bits) fields."""
 MAX_COL_STRIDE = 65535
 """CONFIG_LOAD's 16-bit col_stride: a transposed operand's element stride."""
-
-
-def _align(size: int) -> int:
-    return -(-size // 64) * 64
 
 
 def zero_fills(zb: int) -> list[int]:
@@ -58,7 +55,7 @@ def plan_block(m: int, k: int, n: int, fills: int, config: ArchConfig) -> tuple[
     while cols >= 1:
         rows = min(m, MAX_ROWS - 1)
         while rows >= 1:
-            spad = fills * _align(k * cols) + 2 * (_align((rows + 1) * k) + _align(k * cols) + _align(rows * cols))
+            spad = fills * align(k * cols) + 2 * (align((rows + 1) * k) + align(k * cols) + align(rows * cols))
             acc = 2 * (rows + 1) * cols * 4
             if spad <= config.scratchpad_bytes and acc <= config.accumulator_bytes:
                 return rows, cols
@@ -126,16 +123,16 @@ class BatchMatMulLayer:
         size = self.shape[1] * self.block[1]
         return [spec for f, offset in enumerate(self.fill_blocks) for spec in (
             ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=size)),
-            ("LOAD", dict(dram=constants + offset, space="spad", sram=f * _align(size), planes=1, rows=1,
+            ("LOAD", dict(dram=constants + offset, space="spad", sram=f * align(size), planes=1, rows=1,
                           cols=1)))]
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int,
               config: ArchConfig) -> tuple[list[Tile], Spec]:
         m, k, n = self.shape
         rows, cols = self.block
-        fill_base = [f * _align(k * cols) for f in range(len(self.fills))]
-        slot0 = len(self.fills) * _align(k * cols)
-        a_bytes, b_bytes, out_bytes = _align((rows + 1) * k), _align(k * cols), _align(rows * cols)
+        fill_base = [f * align(k * cols) for f in range(len(self.fills))]
+        slot0 = len(self.fills) * align(k * cols)
+        a_bytes, b_bytes, out_bytes = align((rows + 1) * k), align(k * cols), align(rows * cols)
         slot = [slot0 + s * (a_bytes + b_bytes + out_bytes) for s in (0, 1)]
         accs = [s * (rows + 1) * cols for s in (0, 1)]
         folded = self.lhs_zero != 0

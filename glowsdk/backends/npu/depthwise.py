@@ -31,6 +31,7 @@ from isa.roofline import Workload
 from .gemm import (AddTensor, Clamp8, EpilogueOp, Image, Requant, compact, config_load, epilogue_specs, input_loads,
                    load, tables)
 from .pipeline import Spec, Step, Tile
+from .scratchpad import align
 from .tensors import DramTensor
 from .tiling import ConvShape
 
@@ -40,10 +41,6 @@ store are not overlapped by the double-buffered pipeline, so a layer of one tile
 MAX_VMAC_ROWS, MAX_VMAC_COLS, MAX_PITCH = 4095, 8191, 65535
 MAX_TILE_PIXELS = 65535
 """REQUANT's and VADD's row counts: the pixels of one tile"""
-
-
-def _align(n: int) -> int:
-    return -(-n // 64) * 64
 
 
 @dataclass(frozen=True)
@@ -58,13 +55,13 @@ class _Budget:
     def slot(self, rows: int, block: int) -> tuple[int, int, int]:
         """(input, output, accumulator words) of one slot."""
         s = self.shape
-        return (_align(s.in_rows(rows) * s.padded_width * block), _align(rows * s.out_width * block),
+        return (align(s.in_rows(rows) * s.padded_width * block), align(rows * s.out_width * block),
                 rows * s.out_width * block)
 
     def fits(self, rows: int, block: int, config: ArchConfig) -> bool:
         ins, out, words = self.slot(rows, block)
         spad = self.fixed + 2 * (ins + out * (1 + self.adds))
-        acc = _align(self.shape.channels) + 2 * words
+        acc = align(self.shape.channels) + 2 * words
         return (spad <= config.scratchpad_bytes and 4 * acc <= config.accumulator_bytes
                 and rows * self.shape.out_width <= MAX_TILE_PIXELS)
 
@@ -123,8 +120,8 @@ class DepthwiseLayer:
         folded = (bias.astype(np.int64) - x_zero * per_tap.astype(np.int64).sum(axis=1) + (1 << 31)) % (1 << 32) \
             - (1 << 31)
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
-        fixed = (_align(8 * channels) if requant.per_channel else 0) + LUT_BYTES * len(tables(epilogue)) + \
-            _align(taps * channels)
+        fixed = (align(8 * channels) if requant.per_channel else 0) + LUT_BYTES * len(tables(epilogue)) + \
+            align(taps * channels)
         tile = _tile_shape(_Budget(shape, fixed, adds), config)
         if tile is None:
             return None
@@ -148,15 +145,15 @@ class DepthwiseLayer:
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Spec], list[Tile]]:
         """(prologue, tiles) with absolute DRAM addresses."""
         s, c_all, taps = self.shape, self.shape.channels, self.shape.kh * self.shape.kw
-        table_bytes = _align(8 * c_all) if self.requant.per_channel else 0
+        table_bytes = align(8 * c_all) if self.requant.per_channel else 0
         luts = {id(t): table_bytes + k * LUT_BYTES for k, t in enumerate(tables(self.epilogue))}
         weights = table_bytes + LUT_BYTES * len(luts)
         adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
         in_bytes, out_bytes, words = _Budget(s, 0, len(adds)).slot(self.rows, self.block)
         slot_bytes = in_bytes + out_bytes * (1 + len(adds))
-        first_slot = weights + _align(taps * c_all)
+        first_slot = weights + align(taps * c_all)
         inputs = [first_slot + k * slot_bytes for k in (0, 1)]
-        accs = [_align(c_all) + k * words for k in (0, 1)]
+        accs = [align(c_all) + k * words for k in (0, 1)]
         prologue: list[Spec] = []
         if self.requant.per_channel:
             prologue += [config_load(0, 0, 8 * c_all), ("LOAD", load(constants + self.table, "spad", 0, 1, 1))]

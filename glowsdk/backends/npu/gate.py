@@ -20,6 +20,7 @@ from isa.config import ArchConfig
 from ...errors import UnsupportedError
 from .gemm import Requant
 from .pipeline import Spec, Step, Tile
+from .scratchpad import LINE, align
 from .tensors import DramTensor
 
 MAX_COLS = 65535
@@ -28,10 +29,6 @@ MAX_COLS = 65535
 
 TILES = 4
 """Tiles an image is cut into at least: the loads, the vector work and the stores of consecutive tiles overlap."""
-
-
-def _align(size: int) -> int:
-    return -(-size // 64) * 64
 
 
 @dataclass
@@ -51,8 +48,8 @@ class GateLayer:
         _, channels, h, w = self.source.shape
         spad, acc = config.scratchpad_bytes // 2, config.accumulator_bytes // 4
 
-        def pixels(block: int) -> int:  # less 64 per buffer: each is rounded up to whole 64-byte lines
-            return min(-(-h * w // TILES), (spad - _align(block) - 128) // (2 * block),
+        def pixels(block: int) -> int:  # less a line per buffer: each is rounded up to whole lines
+            return min(-(-h * w // TILES), (spad - align(block) - 2 * LINE) // (2 * block),
                        (acc - 4 * block) // (2 * block), 65535)
 
         block = min(channels, MAX_COLS)
@@ -65,8 +62,8 @@ class GateLayer:
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
         n, channels, h, w = self.source.shape
         block, pixels = self._fit(config)
-        row = _align(block)
-        span = _align(pixels * block)
+        row = align(block)
+        span = align(pixels * block)
         x_stride, s_strides = self.source.strides, self.gate.strides
         tiles = []
         for b in range(n):

@@ -34,6 +34,7 @@ from isa.roofline import Workload
 from sim.timing import matmul_cycles
 
 from .pipeline import Spec, Step, Tile
+from .scratchpad import align
 from .tensors import DramTensor
 from .tiling import ConvShape, Pitches, Tiling, choose_tiling
 
@@ -240,7 +241,7 @@ class GemmLayer:
         """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants."""
         epilogue = compact(epilogue)
         table_bytes = 8 * shape.out_channels if requant.per_channel else 0
-        reserved = -(-table_bytes // 64) * 64 + LUT_BYTES * len(tables(epilogue))
+        reserved = align(table_bytes) + LUT_BYTES * len(tables(epilogue))
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
         tiling = choose_tiling(shape, config, reserved, extra_buffers=adds, vector_passes=vector_passes(epilogue),
                                pitches=Pitches(source.pixel_stride, result.pixel_stride))
@@ -268,11 +269,11 @@ class GemmLayer:
         """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""
         s, t = self.shape, self.tiling
         table_bytes = 8 * s.out_channels if self.requant.per_channel else 0
-        lut_base = -(-table_bytes // 64) * 64
+        lut_base = align(table_bytes)
         luts = {id(t): lut_base + k * LUT_BYTES for k, t in enumerate(tables(self.epilogue))}
         slot_base = lut_base + LUT_BYTES * len(luts)
         in_bytes, w_bytes = t.input_bytes(s), t.weight_bytes(s)
-        out_bytes = -(-t.rows * s.out_width * t.n // 64) * 64
+        out_bytes = align(t.rows * s.out_width * t.n)
         inputs = [slot_base + k * (in_bytes + w_bytes) for k in (0, 1)]
         outputs = [slot_base + 2 * (in_bytes + w_bytes) + k * out_bytes for k in (0, 1)]
         # every output channel's bias first, loaded once (no tile's load waits for the vector engine), and low in

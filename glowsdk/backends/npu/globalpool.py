@@ -19,6 +19,7 @@ from isa.config import ArchConfig
 from ...errors import UnsupportedError
 from .gemm import Image
 from .pipeline import Spec, Step, Tile
+from .scratchpad import align, align_down
 from .tensors import DramTensor
 
 MAX_CHANNELS = 4095
@@ -29,10 +30,6 @@ MAX_REDUCE_ROWS = 65535
 
 STEPS = 4
 """Chunks an image is cut into at least (when it has the rows): the DMA and the vector engine overlap."""
-
-
-def _align(size: int) -> int:
-    return -(-size // 64) * 64
 
 
 @dataclass
@@ -51,8 +48,8 @@ class GlobalPoolLayer:
 
     def _block(self, config: ArchConfig) -> int:
         """Channels per tile: three accumulator rows (two sums, the divisor) and two slots of one pixel each."""
-        return max(1, min(self.channels, MAX_CHANNELS, config.accumulator_bytes // (4 * 3) // 64 * 64,
-                          config.scratchpad_bytes // 4 // 64 * 64))
+        return max(1, min(self.channels, MAX_CHANNELS, align_down(config.accumulator_bytes // (4 * 3)),
+                          align_down(config.scratchpad_bytes // 4)))
 
     def prologue(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Spec]:
         """avg: the divisor row (the pixel count in every column of a channel block) into the accumulator."""
@@ -60,13 +57,13 @@ class GlobalPoolLayer:
             return []
         block = self._block(config)
         return [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4)),
-                ("LOAD", dict(dram=base(self.count), space="acc", sram=2 * _align(block), planes=1, rows=1,
+                ("LOAD", dict(dram=base(self.count), space="acc", sram=2 * align(block), planes=1, rows=1,
                               cols=block))]
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
         block = self._block(config)
-        out_bytes = _align(block)
-        slot = (config.scratchpad_bytes - 2 * out_bytes) // 2 // 64 * 64
+        out_bytes = align(block)
+        slot = align_down((config.scratchpad_bytes - 2 * out_bytes) // 2)
         if slot < block:
             raise UnsupportedError(f"a global pool of {block} channels does not fit the scratchpad")
         src, dst = self.source, self.result

@@ -28,6 +28,7 @@ from ...graph.node import Node
 from ...graph.nodes.layernorm_int8 import NEWTON_STEPS, NORM_BITS, ROOT_START, VAR_BITS
 from .gemm import best_dataflow
 from .pipeline import Spec, Step, Tile
+from .scratchpad import align
 from .tensors import DramTensor
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ class LayerNormLayer:
         block = d * t
         gamma, beta, lengths = self._blocks()
         acc0 = 2 * block + t
-        spad0 = -(-t * t // 64) * 64
+        spad0 = align(t * t)
         transpose = ("CONFIG_MATMUL", dict(dataflow=best_dataflow(d, t, t, config), im2col=1, out_w=d, channels=1,
                                            kw=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, row_pitch=d,
                                            pixel_pitch=1))
@@ -169,7 +170,7 @@ class TransposeLayer:
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Spec]:
         d, t = self.length, self.tokens
         block = d * t
-        spad0 = -(-d * d // 64) * 64
+        spad0 = align(d * d)
         transpose = ("CONFIG_MATMUL", dict(dataflow=best_dataflow(t, d, d, config), im2col=1, out_w=t, channels=1,
                                            kw=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, row_pitch=t,
                                            pixel_pitch=1))

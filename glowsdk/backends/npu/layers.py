@@ -12,12 +12,13 @@ tensor table records.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from isa.config import ArchConfig
 
+from ...errors import UnsupportedError
 from ...graph.function import Function
 from ...graph.node import Constant, Node, NodeValue, Placeholder
 from ...graph.nodes import quant
@@ -125,7 +126,10 @@ class LayerBuilder:
             if _residual_rescale(node):
                 self._deferred[node.result()] = node
                 continue
-            getattr(self, "_" + node.kind.lower())(node)
+            build = LAYERS.get(node.kind)
+            if build is None:
+                raise UnsupportedError(f"the NPU has no layer for {node.kind} node '{node.name}'")
+            build(self, node)
         return self.layers
 
     # -- tensors -----------------------------------------------------------------------------------
@@ -462,8 +466,6 @@ class LayerBuilder:
                                                                  ow, (kh, kw), (sh, sw), pads, count_pad,
                                                                  _zero(node.input))))
 
-    _maxpool = _averagepool = _pool
-
     def _softmax(self, node: Node) -> None:
         source = self.laid_out(node.input, nhwc=False)
         out = self._new(node.result())
@@ -559,3 +561,35 @@ class LayerBuilder:
                 return False
             node = computed[0].node
         return node.kind in ("Conv", "MaxPool", "AveragePool")
+
+
+LAYERS: dict[str, Callable[[LayerBuilder, Node], None]] = {
+    # the border
+    "Quantize": LayerBuilder._quantize,
+    "Dequantize": LayerBuilder._dequantize,
+    # matrix layers (and the layers a product's form routes to: affine, gate, product)
+    "Conv": LayerBuilder._conv,
+    "MatMul": LayerBuilder._matmul,
+    "Mul": LayerBuilder._mul,
+    "LRN": LayerBuilder._lrn,
+    # vector layers
+    "Add": LayerBuilder._add,
+    "Sub": LayerBuilder._sub,
+    "Max": LayerBuilder._max,
+    "Min": LayerBuilder._min,
+    "Rescale": LayerBuilder._rescale,
+    "MaxPool": LayerBuilder._pool,
+    "AveragePool": LayerBuilder._pool,
+    "Softmax": LayerBuilder._softmax,
+    "IntegerLayerNorm": LayerBuilder._integerlayernorm,
+    "Gather": LayerBuilder._gather,
+    "TableLookup": LayerBuilder._tablelookup,
+    # data movement
+    "Reinterpret": LayerBuilder._reinterpret,
+    "Reshape": LayerBuilder._reshape,
+    "Transpose": LayerBuilder._transpose,
+    "Slice": LayerBuilder._slice,
+    "Concat": LayerBuilder._concat,
+}
+"""Graph node kind -> the builder that makes its layers (none for a view). A kind the NPU runs has an entry
+here; one without is an error, never a guess."""

@@ -29,14 +29,11 @@ from isa.program import WIDE_LUT_BYTES
 
 from ...errors import UnsupportedError
 from .pipeline import Spec, Step, Tile
+from .scratchpad import LINE, align
 from .tensors import DramTensor
 
 MAX_FLAT = 65535
 """The vector instructions' cols field: a chunk's flat length."""
-
-
-def _align(size: int) -> int:
-    return -(-size // 64) * 64
 
 
 @dataclass
@@ -56,7 +53,7 @@ class LrnLayer:
     def _pixels(self, config: ArchConfig) -> int:
         """Pixels per chunk: two slots of (padded input, output) and of three int32 buffers fit."""
         width = self.channels + self.size - 1
-        spad = (config.scratchpad_bytes - WIDE_LUT_BYTES) // 2 // 2 - 64
+        spad = (config.scratchpad_bytes - WIDE_LUT_BYTES) // 2 // 2 - LINE
         acc = config.accumulator_bytes // 4 // 2 // 3
         pixels = min(MAX_FLAT, spad, acc) // width
         if pixels < 1:
@@ -74,8 +71,8 @@ class LrnLayer:
             pixels = min(pixels_per, total - p0)
             flat = pixels * width
             valid = flat - (size - 1)
-            slot = WIDE_LUT_BYTES + (k % 2) * 2 * _align(pixels_per * width)
-            x, y = slot, slot + _align(pixels_per * width)
+            slot = WIDE_LUT_BYTES + (k % 2) * 2 * align(pixels_per * width)
+            x, y = slot, slot + align(pixels_per * width)
             a = (k % 2) * 3 * pixels_per * width
             b, s = a + flat, a + 2 * flat
             loads: list[Spec] = [

@@ -20,6 +20,7 @@ from isa.program import WIDE_LUT_BYTES
 from ...errors import UnsupportedError
 from ...graph.nodes import nn, quant
 from .pipeline import Spec, Step, Tile
+from .scratchpad import align
 from .tensors import DramTensor
 
 MAX_GROUP = 65535
@@ -33,13 +34,9 @@ def softmax_table(scale: float, length: int) -> bytes:
 
 def fits(length: int, config: ArchConfig, masked: bool = False) -> bool:
     """Whether two slots of a group fit the SRAMs next to the table (a masked one holds its 0/1 weights too)."""
-    spad = WIDE_LUT_BYTES + 2 * 2 * _align(length)
-    acc = 2 * ((1 + masked) * _align(length) + 2)
+    spad = WIDE_LUT_BYTES + 2 * 2 * align(length)
+    acc = 2 * ((1 + masked) * align(length) + 2)
     return length <= MAX_GROUP and spad <= config.scratchpad_bytes and 4 * acc <= config.accumulator_bytes
-
-
-def _align(size: int) -> int:
-    return -(-size // 64) * 64
 
 
 @dataclass
@@ -64,7 +61,7 @@ class SoftmaxLayer:
         if not fits(self.length, config, self.masked):
             raise UnsupportedError(f"a Softmax over {self.length} elements does not fit the SRAMs")
         n = self.length
-        stride = _align(n)
+        stride = align(n)
         tiles = []
         for g in range(self.source.elements // n):
             slot = g % 2

@@ -26,6 +26,7 @@ from isa.config import ArchConfig
 from sim.timing import matmul_cycles, vector_cycles
 
 from ...errors import UnsupportedError
+from .scratchpad import align
 
 STEP_OVERHEAD_CYCLES = 32
 """The cost of one more pipeline step (synchronisation and instruction overhead), in cycles."""
@@ -72,23 +73,19 @@ class Tiling:
     """int8 operand tiles (an epilogue's residual inputs) kept next to the result tile"""
 
     def spad_bytes(self, shape: ConvShape) -> int:
-        out = _align(self.rows * shape.out_width * self.n)
+        out = align(self.rows * shape.out_width * self.n)
         return 2 * (self.input_bytes(shape) + self.weight_bytes(shape)) + 2 * (1 + self.extra) * out
 
     def input_bytes(self, shape: ConvShape) -> int:
-        return _align(shape.in_rows(self.rows) * shape.padded_width * self.c)
+        return align(shape.in_rows(self.rows) * shape.padded_width * self.c)
 
     def weight_bytes(self, shape: ConvShape) -> int:
-        return _align(shape.kh * shape.kw * self.c * self.n)
+        return align(shape.kh * shape.kw * self.c * self.n)
 
     def describe(self, shape: ConvShape) -> str:
         return (f"tile {self.rows}x{shape.out_width} px x {self.n} out-ch x {self.c} in-ch, "
                 f"{-(-shape.out_height // self.rows)}x{-(-shape.out_channels // self.n)}x"
                 f"{-(-shape.channels // self.c)} tiles, {self.traffic} DRAM bytes, ~{self.cycles:.0f} cycles")
-
-
-def _align(size: int) -> int:
-    return -(-size // 64) * 64
 
 
 def _candidates(total: int, unit: int) -> list[int]:
