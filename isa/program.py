@@ -13,45 +13,19 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
+from .behaviour import Extent, ProgramError, Registers
 from .config import ArchConfig, format_size
 from .encoding import Instr
-from .errors import IsaError
-from .schema import Engine, FieldValue, FromConfig
+from .families.vector import LUT_BYTES, WIDE_LUT_BYTES
+from .schema import Engine, FromConfig
 from .table import INSTRUCTIONS
 
-Registers = dict[str, FieldValue]
-LUT_BYTES = 256
-WIDE_LUT_BYTES = 1024
-"""LUT32's table: 256 int32 entries."""
-REQUANT_ENTRY_BYTES = 8
-
-
-class ProgramError(IsaError):
-    """A decoded program that cannot run on the configured machine; names the instruction.
-
-    `index` is the offending instruction's position when there is one (a container
-    reader turns it into a byte offset).
-    """
-
-    def __init__(self, message: str, index: int | None = None) -> None:
-        super().__init__(message)
-        self.index = index
-
-
-@dataclass(frozen=True)
-class Extent:
-    """Addresses start..stop-1 of one memory ('dram', 'spad' bytes; 'acc' words) read or written."""
-
-    memory: str
-    start: int
-    stop: int
-    write: bool
-
-    def __str__(self) -> str:
-        unit = "words" if self.memory == "acc" else "bytes"
-        return f"{'writes' if self.write else 'reads'} {self.memory} {unit} {self.start:#x}..{self.stop - 1:#x}"
+# Extent, ProgramError, Registers and the LUT sizes are defined with the records' rules and are part of this
+# module's interface too: the program view is where the loader, the compiler and the simulator meet them.
+__all__ = ["Extent", "LUT_BYTES", "ProgramError", "Registers", "SemaphoreProtocol", "WIDE_LUT_BYTES", "check_program",
+           "extents", "program_extents", "reset_registers", "semaphore_protocol", "with_registers"]
 
 
 def reset_registers(config: ArchConfig) -> dict[Engine, Registers]:
@@ -75,126 +49,9 @@ def with_registers(program: Iterable[Instr], config: ArchConfig) -> Iterator[tup
         yield instr, own
 
 
-def _box(base: int, counts_strides: Iterable[tuple[int, int]], elem: int) -> tuple[int, int]:
-    """start, stop of a strided box of elem-byte elements (strides are never negative)."""
-    return base, base + sum((count - 1) * stride for count, stride in counts_strides) + elem
-
-
-def _sram(space: FieldValue, start: int, elements: int, write: bool) -> Extent:
-    return Extent(str(space), start, start + elements, write)
-
-
-def _dma(i: Instr, r: Registers, write_dram: bool) -> list[Extent]:
-    elem = r["elem_bytes"]
-    if i.space == "acc" and elem % 4:
-        raise ProgramError(f"elem_bytes = {elem} is not a multiple of 4, as an accumulator transfer needs")
-    start, stop = _box(i.dram, ((i.planes, r["plane_stride"]), (i.rows, r["row_stride"]), (i.cols, r["col_stride"])),
-                       elem)
-    if write_dram:
-        image = i.planes * i.rows * i.cols * elem
-    else:
-        image = i.planes * (r["pad_top"] + i.rows + r["pad_bottom"]) * (r["pad_left"] + i.cols + r["pad_right"]) * elem
-    elements = image // 4 if i.space == "acc" else image
-    return [Extent("dram", start, stop, write_dram), _sram(i.space, i.sram, elements, not write_dram)]
-
-
-def _matmul(i: Instr, r: Registers) -> list[Extent]:
-    if r["im2col"]:
-        window = r["kw"] * r["channels"]
-        if i.k % window:
-            raise ProgramError(f"k = {i.k} is not a multiple of kw * channels = {window} (im2col)")
-        kh = i.k // window
-        # The farthest output pixel is the last one, or the end of the row before it.
-        last_row, last_col = divmod(i.rows - 1, r["out_w"])
-        candidates = [(last_row, last_col)] + ([(last_row - 1, r["out_w"] - 1)] if last_row else [])
-        pixel = max(oy * r["stride_h"] * r["row_pitch"] + ox * r["stride_w"] * r["pixel_pitch"]
-                    for oy, ox in candidates)
-        tap = (kh - 1) * r["dil_h"] * r["row_pitch"] + (r["kw"] - 1) * r["dil_w"] * r["pixel_pitch"] + r["channels"]
-        inp = Extent("spad", i.inp, i.inp + pixel + tap, False)
-    else:
-        inp = Extent("spad", i.inp, i.inp + i.rows * i.k, False)
-    out = [Extent("acc", i.acc, i.acc + i.rows * i.n, True)]
-    if i.acc_mode:
-        out.append(Extent("acc", i.acc, i.acc + i.rows * i.n, False))
-    return [inp, Extent("spad", i.wgt, i.wgt + i.k * i.n, False), *out]
-
-
-def _binary(i: Instr, r: Registers) -> list[Extent]:
-    size = i.rows * i.cols
-    return [_sram(i.src1_space, i.src1, size, False), _sram(i.src2_space, i.src2, i.cols if i.bcast else size, False),
-            _sram(i.dst_space, i.dst, size, True)]
-
-
-def _mac(i: Instr, r: Registers) -> list[Extent]:
-    size = i.rows * i.cols
-    out = [Extent("acc", i.dst, i.dst + size, True)]
-    if i.acc_mode:
-        out.append(Extent("acc", i.dst, i.dst + size, False))
-    return [Extent("spad", i.src, i.src + (i.rows - 1) * i.pitch + i.cols, False),
-            Extent("spad", i.wgt, i.wgt + i.cols, False), *out]
-
-
-def _unary(i: Instr, r: Registers) -> list[Extent]:
-    return [_sram(i.src_space, i.src, i.count, False), _sram(i.dst_space, i.dst, i.count, True)]
-
-
-def _requant(i: Instr, r: Registers) -> list[Extent]:
-    size = i.rows * i.cols
-    table = [Extent("spad", r["table"], r["table"] + REQUANT_ENTRY_BYTES * i.cols, False)] if r["per_channel"] else []
-    if r["bias_row"]:
-        table.append(Extent("acc", r["bias"], r["bias"] + i.cols, False))
-    return [Extent("acc", i.src, i.src + size, False), *table, Extent("spad", i.dst, i.dst + size, True)]
-
-
-def pool_output(i: Instr, r: Registers) -> tuple[int, int]:
-    """(OH, OW) of a POOL under the window registers; a ProgramError if the output is empty."""
-    oh = (i.height + r["pad_top"] + r["pad_bottom"] - r["kh"]) // r["stride_h"] + 1
-    ow = (i.width + r["pad_left"] + r["pad_right"] - r["kw"]) // r["stride_w"] + 1
-    if oh < 1 or ow < 1:
-        raise ProgramError(f"a {r['kh']} x {r['kw']} window leaves no output on a {i.height} x {i.width} image")
-    return oh, ow
-
-
-def _pool(i: Instr, r: Registers) -> list[Extent]:
-    oh, ow = pool_output(i, r)
-    return [Extent("spad", i.src, i.src + i.height * i.width * i.channels, False),
-            Extent("spad", i.dst, i.dst + oh * ow * i.channels, True)]
-
-
-def _reduce(i: Instr, r: Registers) -> list[Extent]:
-    out = [Extent("acc", i.dst, i.dst + i.cols, True)]
-    if i.accumulate:
-        out.append(Extent("acc", i.dst, i.dst + i.cols, False))
-    return [_sram(i.src_space, i.src, i.rows * i.cols, False), *out]
-
-
-_EXTENTS: dict[str, Callable[[Instr, Registers], list[Extent]]] = {
-    "LOAD": lambda i, r: _dma(i, r, write_dram=False),
-    "STORE": lambda i, r: _dma(i, r, write_dram=True),
-    "GATHER": lambda i, r: [Extent("acc", i.idx, i.idx + i.count, False),
-                            Extent("dram", *_box(i.dram, ((i.rows, r["row_stride"]),), r["elem_bytes"]), False),
-                            Extent("spad", i.sram, i.sram + i.count * r["elem_bytes"], True)],
-    "MATMUL": _matmul,
-    "vector-binary": _binary,
-    "vector-immediate": _unary,
-    "CLAMP": _unary,
-    "LUT": lambda i, r: [Extent("spad", i.src, i.src + i.count, False), Extent("spad", i.dst, i.dst + i.count, True)],
-    "LUT_LOAD": lambda i, r: [Extent("spad", i.src, i.src + LUT_BYTES, False)],
-    "REQUANT": _requant,
-    "POOL": _pool,
-    "REDUCE": _reduce,
-    "LUT32": lambda i, r: [Extent("acc", i.src, i.src + i.count, False),
-                           Extent("spad", i.table, i.table + WIDE_LUT_BYTES, False),
-                           Extent("acc", i.dst, i.dst + i.count, True)],
-    "VDIV": _binary,
-    "VMAC": _mac,
-}
-
-
 def extents(instr: Instr, registers: Registers) -> list[Extent]:
-    """The regions an instruction reads and writes, given its engine's registers (none for config/control)."""
-    rule = _EXTENTS.get(instr.mnemonic) or _EXTENTS.get(instr.spec.family)
-    return rule(instr, registers) if rule else []
+    """The regions an instruction reads and writes, given its engine's registers: its record's rule."""
+    return instr.spec.extents(instr, registers)
 
 
 def _where(index: int, instr: Instr) -> str:

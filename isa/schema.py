@@ -12,11 +12,14 @@ cannot hold; `isa/table.py` runs it at import so a broken table fails loudly.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from enum import Enum
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from .errors import IsaTableError
+
+if TYPE_CHECKING:
+    from .behaviour import ExtentRule, Semantics, Timing
 
 INSTR_BITS = 128
 INSTR_BYTES = INSTR_BITS // 8
@@ -132,7 +135,12 @@ class FromConfig:
 
 @dataclass(frozen=True)
 class InstrSpec:
-    """A row of the ISA table."""
+    """A row of the ISA table: the encoding and documentation, and what the instruction does.
+
+    `semantics`, `extents` and `timing` (see `isa.behaviour`) are required: a row without one of
+    them raises IsaTableError as the table is imported, so no consumer meets an instruction it
+    cannot execute, bound or time.
+    """
 
     mnemonic: str
     opcode: int
@@ -143,6 +151,18 @@ class InstrSpec:
     checks: tuple[Check, ...] = ()
     reset: tuple[tuple[str, FieldValue | FromConfig], ...] = ()
     """For a config instruction: each field is an engine register of that name, with this value at reset."""
+    semantics: Semantics | None = dataclass_field(default=None, kw_only=True)
+    """Its integer semantics on the machine state, returned as writes."""
+    extents: ExtentRule | None = dataclass_field(default=None, kw_only=True)
+    """Every memory region it reads and writes (none for control and configuration rows)."""
+    timing: Timing | None = dataclass_field(default=None, kw_only=True)
+    """Its cycles on its engine, or the DRAM transfer that decides them."""
+
+    def __post_init__(self) -> None:
+        missing = [name for name in ("semantics", "extents", "timing") if getattr(self, name) is None]
+        if missing:
+            raise IsaTableError(f"ISA table: {self.mnemonic}: no {' and no '.join(missing)} (every record carries its "
+                                f"semantics, memory extents and timing)")
 
     def field(self, name: str) -> Field:
         for f in self.fields:

@@ -1,14 +1,18 @@
 """THE ISA TABLE of the reference NPU: one row per instruction, one row per field kind.
 
-The encoder, decoder, assembler, disassembler, the simulator's dispatch and
-the reference page (vendor_guide/isa.md) all read these rows; nothing else
-declares an instruction. Each row's `doc` is its complete integer semantics in
-the notation of `NOTATION`. The table is validated at import.
+The encoder, decoder, assembler, disassembler, the reference page
+(vendor_guide/isa.md), the program checks and the simulator all read these rows;
+nothing else declares an instruction. Each row's `doc` is its complete integer
+semantics in the notation of `NOTATION`, and the row carries that semantics as
+code, its memory extents and its timing (`isa.behaviour`; the rules themselves
+are in `isa/families/`). The table is validated at import.
 """
 from __future__ import annotations
 
 from typing import Mapping
 
+from .behaviour import ONE_CYCLE, dram, lanes, no_effect, no_extents
+from .families import dma, matrix, vector
 from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
                      validate_table)
 
@@ -86,6 +90,10 @@ def _reset(**values: FieldValue | FromConfig) -> tuple[tuple[str, FieldValue | F
     return tuple(values.items())
 
 
+_CONFIG = dict(semantics=no_effect, extents=no_extents, timing=ONE_CYCLE)
+"""What a control or configuration row does: set registers (known statically) in one cycle, touch no memory."""
+
+
 def _dma_config(mnemonic: str, opcode: int, engine: Engine, direction: str) -> InstrSpec:
     return InstrSpec(mnemonic, opcode, engine, (
         F("row_stride", 22, STRIDE, "DRAM bytes between consecutive rows"),
@@ -95,7 +103,7 @@ def _dma_config(mnemonic: str, opcode: int, engine: Engine, direction: str) -> I
     ), f"Sets the DRAM geometry of the following {direction}s: element (p, r, c) of a box starts at DRAM byte "
        "`dram + p*plane_stride + r*row_stride + c*col_stride` and is `elem_bytes` contiguous bytes long. Strides "
        "may be 0 (the same bytes again) or smaller than an element.", "dma-config",
-        reset=_reset(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=1))
+        reset=_reset(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=1), **_CONFIG)
 
 
 def _dma_box(direction: str) -> tuple[Field, ...]:
@@ -112,10 +120,10 @@ def _dma_box(direction: str) -> tuple[Field, ...]:
 CONTROL = [
     InstrSpec("NOP", 0x01, Engine.CONTROL, (), "Does nothing. The dispatcher executes it in program order: its wait "
               "holds back the dispatch of every later instruction, so a NOP with a wait is a barrier; its signal "
-              "follows at once.", "control"),
+              "follows at once.", "control", **_CONFIG),
     InstrSpec("END", 0x02, Engine.CONTROL, (), "Ends the program; it must be the last instruction and occur once. "
               "The dispatcher takes its wait, stops fetching, and the program has finished when every engine queue "
-              "is empty and every engine idle.", "control"),
+              "is empty and every engine idle.", "control", **_CONFIG),
 ]
 
 DMA = [
@@ -127,7 +135,8 @@ DMA = [
         F("pad_right", 46, PAD8, "padding elements after each row"),
         F("pad_value", 54, INT8, "value of every padding byte (the input zero point)"),
     ), "Sets the padding the following LOADs write around each plane of their SRAM image, without reading "
-       "DRAM.", "dma-config", reset=_reset(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)),
+       "DRAM.", "dma-config", reset=_reset(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0),
+       **_CONFIG),
     InstrSpec("LOAD", 0x06, Engine.LOAD, _dma_box("source"), """\
 DMA from DRAM into SRAM, with the geometry of CONFIG_LOAD and the padding of CONFIG_PAD. With E = elem_bytes,
 H = pad_top + rows + pad_bottom and W = pad_left + cols + pad_right, the SRAM image is dense: padded
@@ -136,7 +145,8 @@ and pad_left <= x < pad_left + cols, byte e of the position is DRAM byte
 `dram + p*plane_stride + (y - pad_top)*row_stride + (x - pad_left)*col_stride + e`; every other position
 is padding. space = spad: image byte b is written to `spad[sram + b]`, padding bytes are pad_value.
 space = acc: E must be a multiple of 4 (fault otherwise); image bytes 4i..4i+3, read as a little-endian
-int32, are written to `acc[sram + i]`, and padding words are pad_value sign-extended.""", "dma"),
+int32, are written to `acc[sram + i]`, and padding words are pad_value sign-extended.""", "dma",
+              semantics=dma.load, extents=dma.load_extents, timing=dram(dma.load_transfer)),
     InstrSpec("GATHER", 0x07, Engine.LOAD, (
         F("dram", 22, DRAM_ADDR, "DRAM byte address of row 0 of the table"),
         F("idx", 54, ACC_ADDR, "first of the int32 row indices, in the accumulator"),
@@ -149,7 +159,8 @@ CONFIG_LOAD's elem_bytes E (bytes per row) and row_stride (DRAM bytes between ro
 j = acc[idx + i], plus V when j < 0 (an index counts from the end, as ONNX Gather's do); j outside 0..V-1
 is a fault. DRAM bytes `dram + j*row_stride .. +E-1` are written to `spad[sram + i*E .. +E-1]`. The
 indices are read as the instruction starts; the table's bytes up to row V - 1 must lie in DRAM. Timing:
-N separate DRAM runs of E bytes.""", "dma"),
+N separate DRAM runs of E bytes.""", "dma",
+              semantics=dma.gather, extents=dma.gather_extents, timing=dram(dma.gather_transfer)),
     _dma_config("CONFIG_STORE", 0x08, Engine.STORE, "STORE"),
     InstrSpec("STORE", 0x09, Engine.STORE, _dma_box("destination"), """\
 DMA from SRAM to DRAM, with the geometry of CONFIG_STORE (no padding). With E = elem_bytes the SRAM image
@@ -157,7 +168,8 @@ is dense: element (p, r, c) occupies image bytes `((p*rows + r)*cols + c)*E .. +
 written to DRAM byte `dram + p*plane_stride + r*row_stride + c*col_stride + e`. space = spad: image byte b
 is `spad[sram + b]`. space = acc: E must be a multiple of 4 (fault otherwise); image bytes 4i..4i+3 are
 `acc[sram + i]` as a little-endian int32. Where DRAM destinations coincide, the element later in
-(p, r, c) order wins.""", "dma"),
+(p, r, c) order wins.""", "dma",
+              semantics=dma.store, extents=dma.store_extents, timing=dram(dma.store_transfer)),
 ]
 
 MATRIX = [
@@ -176,7 +188,7 @@ MATRIX = [
     ), "Sets the matrix engine's dataflow (timing only, never the result) and how MATMUL addresses its input "
        "matrix.", "matrix-config",
         reset=_reset(dataflow=FromConfig("reset_dataflow"), im2col=0, out_w=1, channels=1, kw=1, stride_h=1, stride_w=1,
-                     dil_h=1, dil_w=1, row_pitch=0, pixel_pitch=0)),
+                     dil_h=1, dil_w=1, row_pitch=0, pixel_pitch=0), **_CONFIG),
     InstrSpec("MATMUL", 0x0D, Engine.MATRIX, (
         F("inp", 22, SPAD_ADDR, "input matrix A (P x K int8) or image"),
         F("wgt", 44, SPAD_ADDR, "weight matrix B (K x N int8, row-major)"),
@@ -194,7 +206,8 @@ apart, channels contiguous): oy = p div out_w, ox = p mod out_w, ky = i div (kw*
 kx = (i div channels) mod kw, ci = i mod channels, and `A(p, i) = spad[inp + (oy*stride_h + ky*dil_h)*row_pitch
 + (ox*stride_w + kx*dil_w)*pixel_pitch + ci]`; k must be a multiple of kw*channels (fault otherwise). One
 MATMUL performs every fold of the problem over the array (K and N folds when weight-stationary, P and N
-folds when output-stationary).""", "matrix"),
+folds when output-stationary).""", "matrix",
+              semantics=matrix.matmul, extents=matrix.matmul_extents, timing=matrix.MATMUL_TIMING),
 ]
 
 _BINARY = {
@@ -216,7 +229,7 @@ def _binary(op: str, opcode: int) -> InstrSpec:
         F("bcast", 123, FLAG, "1: b is a single row (such as a bias) repeated for every row"),
     ), f"For r < rows, c < cols: a = mem(src1_space, src1 + r*cols + c), b = mem(src2_space, src2 + c) if bcast "
        f"else mem(src2_space, src2 + r*cols + c); `mem(dst_space, dst + r*cols + c) = sat(dst_space, {_BINARY[op]})`.",
-        "vector-binary")
+        "vector-binary", semantics=vector.binary, extents=vector.binary_extents, timing=lanes(vector.rows_by_cols))
 
 
 def _immediate(op: str, opcode: int) -> InstrSpec:
@@ -229,7 +242,8 @@ def _immediate(op: str, opcode: int) -> InstrSpec:
         F("imm", 92, INT32, "the second operand b"),
     ), f"For i < count: a = mem(src_space, src + i), b = imm; `mem(dst_space, dst + i) = sat(dst_space, "
        f"{_BINARY[op]})`." + (" VADDI with imm 0 copies between the spaces (int8 -> int32 sign-extends, int32 "
-                              "-> int8 saturates)." if op == "ADD" else ""), "vector-immediate")
+                              "-> int8 saturates)." if op == "ADD" else ""), "vector-immediate",
+        semantics=vector.immediate, extents=vector.unary_extents, timing=lanes(vector.count))
 
 
 VECTOR = [
@@ -246,12 +260,12 @@ VECTOR = [
     ), "Sets the REQUANT parameters. The reset values are the identity (2^30 * 2^-(31-1) = 1), without a bias.",
         "vector-config", (_ordered("clamp_lo", "clamp_hi"),),
         reset=_reset(multiplier=1 << 30, shift=-1, zero_point=0, clamp_lo=-128, clamp_hi=127, per_channel=0, table=0,
-                     bias_row=0, bias=0)),
+                     bias_row=0, bias=0), **_CONFIG),
     InstrSpec("CONFIG_CLAMP", 0x11, Engine.VECTOR, (
         F("lo", 22, INT32, "lower bound"),
         F("hi", 54, INT32, "upper bound"),
     ), "Sets the CLAMP bounds.", "vector-config", (_ordered("lo", "hi"),),
-        reset=_reset(lo=-(1 << 31), hi=(1 << 31) - 1)),
+        reset=_reset(lo=-(1 << 31), hi=(1 << 31) - 1), **_CONFIG),
     InstrSpec("CONFIG_POOL", 0x12, Engine.VECTOR, (
         F("kh", 22, WINDOW8, "window height"),
         F("kw", 30, WINDOW8, "window width"),
@@ -265,11 +279,12 @@ VECTOR = [
         F("pad_value", 87, INT8, "avg with count_pad 1: the value of a padding cell (the zero point)"),
     ), "Sets the POOL window.", "vector-config", (_pads_below_window,),
         reset=_reset(kh=1, kw=1, stride_h=1, stride_w=1, pad_top=0, pad_bottom=0, pad_left=0, pad_right=0,
-                     count_pad=0, pad_value=0)),
+                     count_pad=0, pad_value=0), **_CONFIG),
     InstrSpec("LUT_LOAD", 0x13, Engine.VECTOR, (
         F("src", 22, SPAD_ADDR, "256-byte table"),
     ), "`lut[i] = spad[src + i]` for i < 256: the table LUT applies (sigmoid, tanh, exp, gelu... precomputed "
-       "for the input and output quantisation). Reset: lut[i] = i - 128 (the identity).", "vector-config"),
+       "for the input and output quantisation). Reset: lut[i] = i - 128 (the identity).", "vector-config",
+       semantics=vector.lut_load, extents=vector.lut_load_extents, timing=lanes(vector.lut_load_work)),
     *(_binary(op, 0x18 + i) for i, op in enumerate(_BINARY)),
     *(_immediate(op, 0x20 + i) for i, op in enumerate(_BINARY)),
     InstrSpec("REQUANT", 0x28, Engine.VECTOR, (
@@ -285,7 +300,9 @@ with S = 31 + s and t = x * M, q = t if S = 0, else q = floor(t / 2^S), plus 1 w
 exceeds 2^(S-1), or equals it and floor(t / 2^S) is odd. M and s
 are CONFIG_REQUANT's multiplier and shift, or with per_channel 1 the table entry of column c: M is the
 little-endian int32 at spad[table + 8c .. table + 8c + 3] and s the int8 at spad[table + 8c + 4]
-(bytes 5..7 unused); an entry with M < 0 or s outside -31..31 is a fault.""", "vector-unary"),
+(bytes 5..7 unused); an entry with M < 0 or s outside -31..31 is a fault.""", "vector-unary",
+              semantics=vector.requant, extents=vector.requant_extents,
+              timing=lanes(vector.rows_by_cols, multiplies=True)),
     InstrSpec("CLAMP", 0x29, Engine.VECTOR, (
         F("dst_space", 22, SPACE, "destination SRAM"),
         F("dst", 23, SRAM_ADDR, "destination, count elements"),
@@ -293,12 +310,14 @@ little-endian int32 at spad[table + 8c .. table + 8c + 3] and s the int8 at spad
         F("src", 46, SRAM_ADDR, "source, count elements"),
         F("count", 68, COUNT24, "elements"),
     ), "For i < count: `mem(dst_space, dst + i) = sat(dst_space, min(max(mem(src_space, src + i), lo), hi))` "
-       "with CONFIG_CLAMP's bounds. ReLU on quantised data is CLAMP with lo = the zero point.", "vector-unary"),
+       "with CONFIG_CLAMP's bounds. ReLU on quantised data is CLAMP with lo = the zero point.", "vector-unary",
+       semantics=vector.clamp, extents=vector.unary_extents, timing=lanes(vector.count)),
     InstrSpec("LUT", 0x2A, Engine.VECTOR, (
         F("dst", 22, SPAD_ADDR, "int8 result"),
         F("src", 44, SPAD_ADDR, "int8 source"),
         F("count", 66, COUNT24, "elements"),
-    ), "For i < count: `spad[dst + i] = lut[spad[src + i] + 128]` (the table LUT_LOAD set).", "vector-unary"),
+    ), "For i < count: `spad[dst + i] = lut[spad[src + i] + 128]` (the table LUT_LOAD set).", "vector-unary",
+       semantics=vector.lut, extents=vector.lut_extents, timing=lanes(vector.count)),
     InstrSpec("POOL", 0x2B, Engine.VECTOR, (
         F("op", 22, POOL_OP, "max or avg"),
         F("dst", 23, SPAD_ADDR, "int8 result, OH x OW x channels dense"),
@@ -313,7 +332,8 @@ OH = (H + pad_top + pad_bottom - kh) div stride_h + 1 and OW = (W + pad_left + p
 (oy, ox) holds cells (oy*stride_h + i - pad_top, ox*stride_w + j - pad_left) for i < kh, j < kw; cells
 outside the image are padding. op = max: the maximum over the window's image cells. op = avg: with
 count_pad 1, t = sum of the window with padding cells worth pad_value and n = kh*kw; with count_pad 0,
-t = sum of the image cells and n = their number; the result is t / n rounded half to even.""", "vector-unary"),
+t = sum of the image cells and n = their number; the result is t / n rounded half to even.""", "vector-unary",
+              semantics=vector.pool, extents=vector.pool_extents, timing=lanes(vector.pool_work)),
     InstrSpec("REDUCE", 0x2C, Engine.VECTOR, (
         F("op", 22, REDUCE_OP, "sum or max"),
         F("accumulate", 23, FLAG, "1: combine with the destination's previous value"),
@@ -326,7 +346,7 @@ t = sum of the image cells and n = their number; the result is t / n rounded hal
 For c < cols: with x(r) = mem(src_space, src + r*cols + c), v = the sum (op sum) or maximum (op max) of x(r)
 over r < rows; with accumulate 1, v = acc[dst + c] + v (sum) or max(acc[dst + c], v) (max);
 `acc[dst + c] = sat(acc, v)`. Global average pooling is REDUCE sum then REQUANT by 1/rows.""",
-        "vector-unary"),
+        "vector-unary", semantics=vector.reduce, extents=vector.reduce_extents, timing=lanes(vector.rows_by_cols)),
     InstrSpec("LUT32", 0x2D, Engine.VECTOR, (
         F("dst", 22, ACC_ADDR, "int32 result, count elements"),
         F("src", 42, ACC_ADDR, "int32 indices, count elements"),
@@ -337,7 +357,7 @@ over r < rows; with accumulate 1, v = acc[dst + c] + v (sum) or max(acc[dst + c]
 For i < count: j = min(max(acc[src + i] + base, 0), 255); `acc[dst + i]` = the little-endian int32 at
 spad[table + 4j .. table + 4j + 3]. A 256-entry table of 32-bit values, indexed by an accumulator value:
 the exponentials of an int8 softmax, exp(-scale * j) in fixed point, are its case in point.""",
-        "vector-unary"),
+        "vector-unary", semantics=vector.lut32, extents=vector.lut32_extents, timing=lanes(vector.count)),
     InstrSpec("VDIV", 0x2E, Engine.VECTOR, (
         F("dst_space", 22, SPACE, "destination SRAM"),
         F("dst", 23, SRAM_ADDR, "destination, rows x cols dense"),
@@ -353,7 +373,8 @@ the exponentials of an int8 softmax, exp(-scale * j) in fixed point, are its cas
 For r < rows, c < cols, with a and b read as for VADD: `mem(dst_space, dst + r*cols + c) = sat(dst_space, q)`
 where q = a * 2^s / b rounded to the nearest integer, ties to the even one (exact: the dividend is
 formed in 64 bits). b = 0 is a fault. Normalising by a sum (softmax) is VDIV with the sum broadcast.""",
-        "vector-divide"),
+        "vector-divide", semantics=vector.divide, extents=vector.binary_extents,
+        timing=lanes(vector.divide_work, multiplies=True)),
     InstrSpec("VMAC", 0x2F, Engine.VECTOR, (
         F("dst", 22, ACC_ADDR, "int32 accumulators, rows x cols dense"),
         F("src", 42, SPAD_ADDR, "int8 image: rows of cols elements, pitch bytes apart"),
@@ -366,7 +387,8 @@ formed in 64 bits). b = 0 is a fault. Normalising by a sum (softmax) is VDIV wit
 For r < rows, c < cols: `acc[dst + r*cols + c] = sat(acc, p + spad[src + r*pitch + c] * spad[wgt + c])` with
 p = acc[dst + r*cols + c] when acc_mode is 1, else 0. One tap of a depthwise convolution over a row of
 output pixels: src is the tap's input pixel of each output pixel (pitch = stride x channels in an image of
-contiguous channels), wgt the tap's weight per channel, each lane a channel.""", "vector-mac"),
+contiguous channels), wgt the tap's weight per channel, each lane a channel.""", "vector-mac",
+              semantics=vector.mac, extents=vector.mac_extents, timing=lanes(vector.rows_by_cols)),
 ]
 
 INSTRUCTIONS: tuple[InstrSpec, ...] = (*CONTROL, *DMA, *MATRIX, *VECTOR)

@@ -43,9 +43,9 @@ def step_accesses(step: Step, config: ArchConfig, weights: Region | None) -> Cou
         counts["acc", "write", "output"] += 4 * i.rows * i.n * writes
         counts["acc", "read", "output"] += 4 * i.rows * i.n * (writes - 1 + i.acc_mode)
         return counts
-    if i.spec.family == "dma":
+    if step.transfer is not None:
         moved = step.dram_bytes
-        into_dram = i.mnemonic == "STORE"
+        into_dram = step.transfer.into_dram
         kind = "weights" if weights is not None and not into_dram and weights.holds(i.dram, max(moved, 1)) \
             else "activations"
         counts["dram", "write" if into_dram else "read", kind] += moved

@@ -1,7 +1,7 @@
 """The architect's view of a run: energy (total, per layer, per component), area, SRAM/DRAM access counts and
 stall cycles by root cause per layer, as JSON-ready data and as text.
 
-The counts come from `sim.accesses` and the vector-engine work of `sim.timing`; energies and areas
+The counts come from `sim.accesses` and the vector-engine work in each ISA record's timing; energies and areas
 from `sim.energy`'s table; stalls from `sim.stalls`. Layers are the binary's debug ranges; what
 runs outside every layer (the program's prologue) is in the totals only.
 """
@@ -19,19 +19,15 @@ from .accesses import as_tree, step_accesses
 from .energy import COMPONENTS, EnergyTable, area_um2, energy_pj, table_json
 from .stalls import CAUSES, StallCauses
 from .steps import Step
-from .timing import VECTOR_WORK
-
-MULTIPLYING = ("REQUANT", "VDIV")
-"""Vector instructions whose lane operation is a 32-bit multiply (the energy table's vector_mul_pj)."""
 
 
 def _vector_work(step: Step) -> tuple[int, int]:
     """(simple lane operations, multiplying lane operations) of one vector-engine instruction."""
     if step.engine is not Engine.VECTOR or step.problem:
         return 0, 0
-    rule = VECTOR_WORK.get(step.mnemonic) or VECTOR_WORK.get(step.instr.spec.family)
-    work = rule(step.instr, step.registers) if rule else 0
-    return (0, work) if step.mnemonic in MULTIPLYING else (work, 0)
+    timing = step.instr.spec.timing
+    work = timing.work(step.instr, step.registers) if timing.work else 0
+    return (0, work) if timing.multiplies else (work, 0)
 
 
 class _Span:

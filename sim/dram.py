@@ -18,24 +18,11 @@ from functools import lru_cache
 
 import numpy as np
 
+from isa.behaviour import Box
 from isa.config import ArchConfig
 
 _NEVER = -(1 << 60)
 """The completion time of the requests 'before the first': no constraint."""
-
-
-@dataclass(frozen=True)
-class Box:
-    """The DRAM side of one LOAD or STORE: planes x rows x cols elements of `elem` bytes."""
-
-    address: int
-    planes: int
-    rows: int
-    cols: int
-    plane_stride: int
-    row_stride: int
-    col_stride: int
-    elem: int
 
 
 def _merged(box: Box) -> tuple[list[tuple[int, int]], int]:

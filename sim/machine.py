@@ -17,15 +17,15 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from isa.behaviour import ExecutionFault, Write
 from isa.config import ArchConfig
 from isa.schema import Engine
 
 from .dram import Dram, profile
 from .errors import DeadlockError, Fault, SimError, describe
-from .memory import Memories
+from .memory import Datapath, Memories
 from .occupancy import Occupancy, Usage
 from .races import RaceChecker
-from .semantics import Datapath, ExecutionFault, Write
 from .steps import ENGINES, Step
 from .sync import InstrQueue, Semaphores
 
@@ -220,10 +220,11 @@ class Machine:
             yield env.timeout(1)
             stats.busy += 1
             return
-        cost = profile(step.box, self.config)
+        transfer = step.transfer
+        cost = profile(transfer.box, self.config)
         burst = self.config.dma_burst_bytes
         pad_cycles = -(-step.pad_bytes // burst)
-        sizes, window, is_write = cost.sizes, self.dram.window, step.mnemonic == "STORE"
+        sizes, window, is_write = cost.sizes, self.dram.window, transfer.into_dram
         ready, done = began, began
         for at in range(0, len(sizes), window):
             issue = self.dram.earliest_issue(ready)

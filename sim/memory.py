@@ -12,7 +12,7 @@ from typing import Mapping
 import numpy as np
 
 from isa.config import ArchConfig, format_size
-from isa.program import Extent
+from isa.behaviour import Extent
 
 from .errors import SimInputError
 
@@ -25,6 +25,15 @@ def _raw(data: bytes | bytearray | np.ndarray) -> np.ndarray:
     if isinstance(data, np.ndarray):
         return np.ascontiguousarray(data).view(np.uint8).ravel()
     return np.frombuffer(bytes(data), np.uint8)
+
+
+class Datapath:
+    """The machine state instructions act on (`isa.behaviour.State`): the memories' arrays plus the one piece
+    of engine state that is data, not registers: the vector LUT."""
+
+    def __init__(self, memories: Memories) -> None:
+        self.dram, self.spad, self.acc = memories.dram, memories.spad, memories.acc
+        self.lut = (np.arange(256) - 128).astype(np.int8)
 
 
 class Memories:

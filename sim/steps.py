@@ -11,15 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from isa.behaviour import Semantics, Transfer
 from isa.config import ArchConfig
 from isa.encoding import Instr
 from isa.program import Extent, ProgramError, Registers, extents, with_registers
 from isa.schema import Engine
 from isa.sections import DebugRange
 
-from .dram import Box
 from .errors import SimInputError
-from .semantics import Semantics, semantics_of
 from .timing import macs, static_cycles
 
 ENGINES = (Engine.LOAD, Engine.STORE, Engine.MATRIX, Engine.VECTOR)
@@ -41,10 +40,10 @@ class Step:
     """Cycles on its engine; None for LOAD and STORE, which the DRAM times."""
     semantics: Semantics
     macs: int
-    box: Box | None
-    """The DRAM side of a LOAD or STORE."""
+    transfer: Transfer | None
+    """The DRAM side of a LOAD, GATHER or STORE."""
     pad_bytes: int
-    """SRAM bytes a LOAD writes as padding, without DRAM requests."""
+    """SRAM bytes a LOAD writes as padding, without DRAM requests (0 when a static fault stops it)."""
     layer: str | None
     wait: tuple[int, int]
     """(semaphore, count) the instruction waits for; count 0 is no wait."""
@@ -57,24 +56,10 @@ class Step:
 
     @property
     def dram_bytes(self) -> int:
-        return self.box.planes * self.box.rows * self.box.cols * self.box.elem if self.box else 0
-
-
-def _box(instr: Instr, r: Registers, config: ArchConfig) -> Box:
-    if instr.mnemonic == "GATHER":  # N runs of E bytes, spaced so that no two merge into one request
-        burst = config.dma_burst_bytes
-        apart = (-(-r["elem_bytes"] // burst) + 1) * burst
-        return Box(instr.dram, 1, instr.count, 1, 0, apart, 0, r["elem_bytes"])
-    return Box(instr.dram, instr.planes, instr.rows, instr.cols, r["plane_stride"], r["row_stride"],
-               r["col_stride"], r["elem_bytes"])
-
-
-def _pad_bytes(instr: Instr, r: Registers) -> int:
-    if instr.mnemonic != "LOAD":
-        return 0
-    height = r["pad_top"] + instr.rows + r["pad_bottom"]
-    width = r["pad_left"] + instr.cols + r["pad_right"]
-    return instr.planes * (height * width - instr.rows * instr.cols) * r["elem_bytes"]
+        if self.transfer is None:
+            return 0
+        box = self.transfer.box
+        return box.planes * box.rows * box.cols * box.elem
 
 
 def layer_names(count: int, layers: Sequence[DebugRange]) -> list[str | None]:
@@ -112,9 +97,9 @@ def prepare(program: Sequence[Instr], config: ArchConfig, layers: Sequence[Debug
             cycles = static_cycles(instr, registers, config, array_model)
         except ProgramError as err:
             problem = problem or str(err)
-        dma = instr.spec.family == "dma"
-        steps.append(Step(index, instr, instr.spec.engine, registers, found, problem, cycles, semantics_of(instr),
-                          macs(instr), _box(instr, registers, config) if dma else None,
-                          _pad_bytes(instr, registers) if dma and not problem else 0, names[index],
+        spec = instr.spec
+        transfer = spec.timing.transfer(instr, registers, config) if spec.timing.transfer else None
+        steps.append(Step(index, instr, spec.engine, registers, found, problem, cycles, spec.semantics,
+                          macs(instr), transfer, transfer.pad_bytes if transfer and not problem else 0, names[index],
                           (instr.wait_sem, instr.wait_count), (instr.signal_sem, instr.signal_count)))
     return steps

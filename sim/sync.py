@@ -10,7 +10,8 @@ from collections import deque
 
 import simpy
 
-from .semantics import ExecutionFault
+from isa.behaviour import ExecutionFault
+
 from .steps import Step
 
 SEMAPHORE_MAX = 65535

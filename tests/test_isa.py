@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from isa import (BY_MNEMONIC, INSTR_BYTES, INSTRUCTIONS, AsmError, DecodeError, Engine, Instr, IsaError, assemble,
                  decode, decode_program, disassemble, docgen, encode, encode_program, format_instr, make_instr,
                  numerics)
+from isa.behaviour import ONE_CYCLE, no_effect, no_extents
 from isa.errors import IsaTableError
 from isa.schema import SYNC_FIELDS, Field, InstrSpec, signed, unsigned, validate_table
 
@@ -222,8 +223,12 @@ def test_table_covers_every_engine_and_fits():
         assert name in BY_MNEMONIC
 
 
+RULES = dict(semantics=no_effect, extents=no_extents, timing=ONE_CYCLE)
+"""What a test row does (nothing, in one cycle): every record must say."""
+
+
 def _spec(mnemonic: str, opcode: int, *fields: Field) -> InstrSpec:
-    return InstrSpec(mnemonic, opcode, Engine.VECTOR, fields, "test row", "test")
+    return InstrSpec(mnemonic, opcode, Engine.VECTOR, fields, "test row", "test", **RULES)
 
 
 U8 = unsigned("u8", 8, "byte")
@@ -232,7 +237,7 @@ U8 = unsigned("u8", 8, "byte")
 def _config(mnemonic: str, opcode: int, **reset: int) -> InstrSpec:
     """A config row with one register `x` and the given reset values."""
     return InstrSpec(mnemonic, opcode, Engine.VECTOR, (Field("x", 22, U8, ""),), "test row", "test",
-                     reset=tuple(reset.items()))
+                     reset=tuple(reset.items()), **RULES)
 
 
 @pytest.mark.parametrize("table, message", [
@@ -261,6 +266,15 @@ def test_broken_tables_fail_loudly(table, message):
     with pytest.raises(IsaTableError) as info:
         validate_table(table)
     assert str(info.value) == message
+
+
+@pytest.mark.parametrize("left_out", [["semantics"], ["extents"], ["timing"], ["semantics", "timing"]])
+def test_a_record_without_its_rules_fails_as_it_is_built(left_out):
+    rules = {name: rule for name, rule in RULES.items() if name not in left_out}
+    with pytest.raises(IsaTableError) as info:
+        InstrSpec("A", 1, Engine.VECTOR, (), "test row", "test", **rules)
+    assert str(info.value) == (f"ISA table: A: no {' and no '.join(left_out)} (every record carries its semantics, "
+                               f"memory extents and timing)")
 
 
 def test_isa_reference_is_current():
