@@ -14,6 +14,7 @@ import pytest
 
 import glowsdk
 from glowsdk.backends.npu.layers import LAYERS
+from glowsdk.backends.npu.support import SUPPORT
 from glowsdk.errors import UnsupportedError, UnsupportedOpsError
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
@@ -57,6 +58,11 @@ def conv_case(c, h, w, oc, k, pad, stride, pool=None):
 ])
 def test_conv_and_pool_bit_exact(c, h, w, oc, k, pad, stride, pool):
     assert_bit_exact(conv_case(c, h, w, oc, k, pad, stride, pool))
+
+
+def test_the_support_table_and_the_layer_table_name_the_same_kinds():
+    """Every kind the NPU runs as it is has a layer builder, and every builder a kind the support table admits."""
+    assert {kind for kind, s in SUPPORT.items() if s.form is not None} == set(LAYERS)
 
 
 def test_a_kind_without_a_layer_builder_is_named(monkeypatch):

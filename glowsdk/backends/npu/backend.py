@@ -26,7 +26,7 @@ from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from .binary import build_binary
 from .layers import Layer, LayerBuilder
 from .one_row import windows_as_rows
-from .support import KEPT_UNLOWERED, device_limits, quantized_form_ok
+from .support import PRIMITIVES, SUPPORT, device_limits, kept_unlowered, quantized_form_ok
 
 OPTIONS = {
     "config": "architecture preset (edge, default, server) or configuration file (default: default)",
@@ -35,7 +35,6 @@ OPTIONS = {
 """The backend-specific CompileOptions.extra keys the NPU backend understands."""
 
 Q8, Q32, F32 = ElemKind.QINT8, ElemKind.QINT32, ElemKind.FLOAT32
-_INT8 = frozenset({Q8})
 
 
 def layer_origins(function: Function, layers: list[Layer]) -> dict[str, list[str]]:
@@ -85,32 +84,25 @@ class NpuFunction(CompiledFunction):
 
 class NpuBackend(Backend):
     """The glowsdk reference NPU (isa/, sim/): int8 convolutions, matrix products, pooling, element-wise,
-    softmax, global average pooling, LRN (kept unlowered: support.KEPT_UNLOWERED)."""
+    softmax, global average pooling, LRN (kept unlowered): what it runs is support.SUPPORT."""
 
     name = "npu"
     requires_quantization = True
     options = OPTIONS
-    primitives = {
-        "Conv": frozenset({Q8, Q32}), "MatMul": frozenset({Q8, Q32}), "Add": frozenset({Q8, Q32}),
-        "Mul": frozenset({Q8, Q32}), "Sub": _INT8,
-        "Max": _INT8, "Min": _INT8, "MaxPool": _INT8, "AveragePool": _INT8,
-        "Reshape": _INT8, "Transpose": _INT8, "Gather": frozenset({Q8, ElemKind.INT64, ElemKind.INT32}),
-        "IntegerLayerNorm": frozenset({Q8, ElemKind.INT32}), "Reinterpret": _INT8, "Concat": _INT8, "Slice": _INT8,
-        "Rescale": frozenset({Q8, Q32}),
-        "Quantize": frozenset({Q8, Q32, F32}), "Dequantize": frozenset({Q8, F32}),
-    }
+    primitives = PRIMITIVES
 
     def is_op_supported(self, node: Node) -> bool:
         if node.kind == "Dequantize" and _wide_softmax_output(node):
             return True
         if device_limits(node, self._config()):
             return False
-        if node.kind in KEPT_UNLOWERED:  # the float form is for the quantizer to convert
-            return KEPT_UNLOWERED[node.kind](node) and (node.input.type.elem is F32 or quantized_form_ok(node))
+        unlowered = SUPPORT[node.kind].unlowered if node.kind in SUPPORT else None
+        if unlowered is not None:  # the float form is for the quantizer to convert
+            return unlowered(node) and (node.input.type.elem is F32 or quantized_form_ok(node))
         return super().is_op_supported(node) and (node.kind in ("Quantize", "Dequantize") or quantized_form_ok(node))
 
     def unsupported_reason(self, node: Node) -> str | None:
-        """The limits of the device `node` exceeds (support.LIMITS, CONFIG_LIMITS), named after the model's node:
+        """The limits of the device `node` exceeds (support.SUPPORT's limits), named after the model's node:
         `Conv 'stem': kernel 300 > 255, stride 256 > 255 on npu`."""
         problems = device_limits(node, self._config())
         if not problems:
@@ -127,7 +119,7 @@ class NpuBackend(Backend):
         return windows_as_rows(function)
 
     def should_lower(self, node: Node) -> bool:
-        return not (node.kind in KEPT_UNLOWERED and KEPT_UNLOWERED[node.kind](node))
+        return not kept_unlowered(node)
 
     def device_info(self) -> DeviceInfo:
         config = PRESETS["default"]

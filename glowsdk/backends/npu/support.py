@@ -11,15 +11,17 @@ gates: product.py). Softmax (over trailing dims) takes an int8 input to the fixe
 (lrn.py); IntegerLayerNorm normalises the last dim (layernorm.py); Gather picks int8 rows by host or constant
 indices (gather.py); a TableLookup maps int8 to int8 through a constant table (lut.py), the int8 form of the
 unary functions the NPU keeps unlowered (Sigmoid, GELU...). Everything else moves or combines int8 tensors of
-one quantized type per tensor (per-channel scales only on weights and accumulators). KEPT_UNLOWERED lists the
-kinds the NPU takes unlowered, for the quantizer to convert.
+one quantized type per tensor (per-channel scales only on weights and accumulators).
 
-The device's limits (window fields, group and channel counts) are separate from the forms: LIMITS
-lists, per kind, what keeps a node off the NPU whatever its types, so `unsupported_reason` can say so;
-CONFIG_LIMITS adds what depends on the architecture configuration (SRAM sizes).
+SUPPORT is the one table of it, a row per kind: the quantized form the layers implement, the element
+kinds the backend declares for the kind as a primitive, the device's limits (window fields, group and
+channel counts: what keeps a node off the NPU whatever its types, so `unsupported_reason` can say so),
+the limits that depend on the architecture configuration (SRAM sizes), and the form in which the NPU
+keeps the kind unlowered for the shared quantizer to convert. The backend (backend.py) reads it all here.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from isa.config import ArchConfig
@@ -122,14 +124,6 @@ def matmul_limits(node: Node) -> list[str]:
     return [] if rank == 2 else [f"a left operand of rank {rank}, not 2 (with constant weights)"]
 
 
-LIMITS: dict[str, Callable[[Node], list[str]]] = {
-    "Gather": gather_limits, "Conv": conv_limits, "MaxPool": pool_limits, "AveragePool": pool_limits,
-    "Softmax": softmax_limits,
-    "GlobalAveragePool": global_pool_limits, "LRN": lrn_limits, "MatMul": matmul_limits,
-}
-"""What keeps a node of each kind off the NPU whatever its element kinds (empty: within the limits)."""
-
-
 def _softmax_fits(node: Node, config: ArchConfig) -> list[str]:
     length = trailing_length(node.input.type.shape, tuple(node.axes))
     if length is None or length > MAX_GROUP or fits(length, config, bool(node.attrs.get("masked", False))):
@@ -148,17 +142,6 @@ def _pool_fits(node: Node, config: ArchConfig) -> list[str]:
         return []
     return [f"a {node.kernel[0]}x{node.kernel[1]} window over {width}-pixel rows does not fit the "
             f"'{config.name}' configuration's scratchpad ({config.scratchpad_bytes} B)"]
-
-
-CONFIG_LIMITS: dict[str, Callable[[Node, ArchConfig], list[str]]] = {
-    "Softmax": _softmax_fits, "MaxPool": _pool_fits, "AveragePool": _pool_fits}
-"""Limits that depend on the architecture configuration compiled for."""
-
-
-def device_limits(node: Node, config: ArchConfig) -> list[str]:
-    """Every limit of the device `node` exceeds, in the user's terms (empty: none)."""
-    problems = LIMITS[node.kind](node) if node.kind in LIMITS else []
-    return problems + (CONFIG_LIMITS[node.kind](node, config) if node.kind in CONFIG_LIMITS else [])
 
 
 def _int8(value: NodeValue) -> bool:
@@ -341,13 +324,6 @@ TABLE_KINDS = ("Sigmoid", "Gelu", "HardSigmoid", "HardSwish", "Silu")
 """Unary kinds that lower to several primitives on other targets; the quantizer makes each one TableLookup (Tanh,
 Erf and Exp are primitives: no lowering to refuse)."""
 
-KEPT_UNLOWERED: dict[str, Callable[[Node], bool]] = {
-    "Softmax": softmax_form, "GlobalAveragePool": global_pool_form, "ReduceMean": spatial_mean_form,
-    "LRN": lrn_form, "TableLookup": any_form, "LayerNorm": layernorm_form,
-    **{kind: any_form for kind in TABLE_KINDS}}
-"""Kinds the NPU keeps unlowered in these forms, for the shared quantizer to convert to what its layers run."""
-
-
 def _softmax(node: Node) -> bool:
     return _int8(node.input) and softmax_form(node)
 
@@ -369,20 +345,90 @@ def _table_lookup(node: Node) -> bool:
     return _int8(node.input) and _int8(node.result()) and _constant(node.table)
 
 
-QUANTIZED_FORMS: dict[str, Callable[[Node], bool]] = {
-    "Conv": _conv, "MatMul": _matmul, "Mul": _mul_or_gate, "Rescale": _rescale, "MaxPool": _pool, "AveragePool": _pool,
-    "Max": _same_type, "Min": _same_type, "Reshape": _moves, "Transpose": _moves, "Concat": _moves,
-    "Slice": _moves, "Reinterpret": _reinterpret, "Gather": _gather, "IntegerLayerNorm": _integer_layernorm,
-    "Softmax": _softmax, "LRN": _lrn, "TableLookup": _table_lookup, "Quantize": _border,
-    "Dequantize": _border,
+def _add(node: Node) -> bool:
+    return _bias_add(node) if node.type.elem is Q32 else _same_type(node)
+
+
+def _sub(node: Node) -> bool:
+    """saturate(a - b + zero) in one type (vector.py), no run-time broadcast."""
+    return _same_type(node) and all(v.type.shape == node.type.shape or _constant(v) for v in node.inputs)
+
+
+@dataclass(frozen=True)
+class Support:
+    """What the NPU runs of one node kind, and its limits."""
+
+    form: Callable[[Node], bool] | None = None
+    """The quantized form the layers implement (layers.LAYERS has the kind's builder); None: never as it is."""
+    elems: frozenset[ElemKind] = frozenset()
+    """The element kinds the backend declares for the kind as a primitive (Backend.primitives); empty: none."""
+    limits: Callable[[Node], list[str]] | None = None
+    """What keeps a node off the NPU whatever its element kinds (empty: within the limits)."""
+    config_limits: Callable[[Node, ArchConfig], list[str]] | None = None
+    """The limits that depend on the architecture configuration compiled for."""
+    unlowered: Callable[[Node], bool] | None = None
+    """The form in which the NPU keeps the kind unlowered, for the shared quantizer to convert to what its layers
+    run; None: lowered as usual."""
+
+
+_Q8_Q32 = frozenset({Q8, Q32})
+_INT8 = frozenset({Q8})
+
+SUPPORT: dict[str, Support] = {
+    # products: a matrix layer, or the vector engine's per-channel and element-wise ones
+    "Conv": Support(_conv, _Q8_Q32, conv_limits),
+    "MatMul": Support(_matmul, _Q8_Q32, matmul_limits),
+    "Mul": Support(_mul_or_gate, _Q8_Q32),
+    "Add": Support(_add, _Q8_Q32),
+    "Rescale": Support(_rescale, _Q8_Q32),
+    # element-wise and pooling in one int8 type
+    "Sub": Support(_sub, _INT8),
+    "Max": Support(_same_type, _INT8),
+    "Min": Support(_same_type, _INT8),
+    "MaxPool": Support(_pool, _INT8, pool_limits, _pool_fits),
+    "AveragePool": Support(_pool, _INT8, pool_limits, _pool_fits),
+    # data movement
+    "Reshape": Support(_moves, _INT8),
+    "Transpose": Support(_moves, _INT8),
+    "Concat": Support(_moves, _INT8),
+    "Slice": Support(_moves, _INT8),
+    "Reinterpret": Support(_reinterpret, _INT8),
+    "Gather": Support(_gather, frozenset({Q8, ElemKind.INT64, ElemKind.INT32}), gather_limits),
+    "IntegerLayerNorm": Support(_integer_layernorm, frozenset({Q8, ElemKind.INT32})),
+    # the border: the host binding quantizes the inputs and dequantizes the outputs
+    "Quantize": Support(_border, frozenset({Q8, Q32, ElemKind.FLOAT32})),
+    "Dequantize": Support(_border, frozenset({Q8, ElemKind.FLOAT32})),
+    # kept unlowered, for the quantizer to convert (into themselves, an AveragePool, an IntegerLayerNorm, a table)
+    "Softmax": Support(_softmax, limits=softmax_limits, config_limits=_softmax_fits, unlowered=softmax_form),
+    "LRN": Support(_lrn, limits=lrn_limits, unlowered=lrn_form),
+    "TableLookup": Support(_table_lookup, unlowered=any_form),
+    "GlobalAveragePool": Support(limits=global_pool_limits, unlowered=global_pool_form),
+    "ReduceMean": Support(unlowered=spatial_mean_form),
+    "LayerNorm": Support(unlowered=layernorm_form),
+    **{kind: Support(unlowered=any_form) for kind in TABLE_KINDS},
 }
+"""Node kind -> what the NPU runs of it and its limits; a kind not here the NPU does not run."""
+
+PRIMITIVES: dict[str, frozenset[ElemKind]] = {kind: s.elems for kind, s in SUPPORT.items() if s.elems}
+"""The primitives the backend declares, with their element kinds (Backend.primitives)."""
+
+
+def device_limits(node: Node, config: ArchConfig) -> list[str]:
+    """Every limit of the device `node` exceeds, in the user's terms (empty: none)."""
+    support = SUPPORT.get(node.kind)
+    if support is None:
+        return []
+    return [*(support.limits(node) if support.limits else []),
+            *(support.config_limits(node, config) if support.config_limits else [])]
+
+
+def kept_unlowered(node: Node) -> bool:
+    """Whether the NPU keeps `node` unlowered, in a form for the quantizer to convert."""
+    support = SUPPORT.get(node.kind)
+    return support is not None and support.unlowered is not None and support.unlowered(node)
 
 
 def quantized_form_ok(node: Node) -> bool:
     """Whether the NPU runs `node` as it is (a quantized node of a form the layers implement)."""
-    if node.kind == "Add":
-        return _bias_add(node) if node.type.elem is Q32 else _same_type(node)
-    if node.kind == "Sub":  # saturate(a - b + zero) in one type (vector.py), no run-time broadcast
-        return _same_type(node) and all(v.type.shape == node.type.shape or _constant(v) for v in node.inputs)
-    check = QUANTIZED_FORMS.get(node.kind)
-    return check is not None and check(node)
+    support = SUPPORT.get(node.kind)
+    return support is not None and support.form is not None and support.form(node)
