@@ -46,12 +46,12 @@ from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, Q
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import glowsdk
-from glowsdk.backends.base import TensorInfo
-from glowsdk.table import format_table
+from glowsdk.compiler.backend import TensorInfo
 from glowsdk.errors import GlowError
 from glowsdk.graph.types import ElemKind, Type
 from glowsdk.quantization import collect_profile
 from glowsdk.quantization.accuracy import SUMMARY_HEADERS, AccuracyReport, compare_outputs
+from glowsdk.table import format_table
 from glowsdk.zoo import BUNDLED, bundled_path, is_bundled, random_inputs, randomize_weights
 
 MODELS: tuple[str, ...] = ("resnet50", "squeezenet", "vgg19", "inception_v1")

@@ -15,8 +15,8 @@ import numpy as np
 import onnx
 
 from . import zoo
-from .backends.base import Backend, CompiledFunction, CompileOptions, TensorInfo
 from .backends.registry import get_backend
+from .compiler.backend import Backend, CompiledFunction, CompileOptions, TensorInfo
 from .compiler.pipeline import compile_function
 from .errors import GlowError, ModelFileError
 from .frontend.onnx.importer import import_model

@@ -14,8 +14,8 @@ from typing import Callable
 import numpy as np
 
 from .api import Network
-from .backends.base import Backend
-from .compiler.lowering import lower_function
+from .compiler.backend import Backend
+from .compiler.lowering.driver import lower_function
 from .compiler.partition.cost import node_macs
 from .compiler.partition.placement import FALLBACK, compute_nodes, supported_sides
 from .compiler.passes import PassManager

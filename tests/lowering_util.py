@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 
 from glowsdk.backends import get_backend
-from glowsdk.compiler.lowering import is_primitive
+from glowsdk.compiler.lowering.primitives import is_primitive
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.frontend.onnx.importer import import_model
 from glowsdk.graph.node import Storage

@@ -9,7 +9,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from glowsdk.backends import get_backend
-from glowsdk.compiler import compile_function
+from glowsdk.compiler.pipeline import compile_function
 from glowsdk.frontend.onnx.importer import import_model
 
 

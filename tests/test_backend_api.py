@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from glowsdk.backends import registry
-from glowsdk.backends.base import Backend, CompiledFunction, CompileOptions
 from glowsdk.backends.interpreter.backend import InterpreterBackend, InterpreterFunction
-from glowsdk.compiler.lowering import PRIMITIVES, docgen
+from glowsdk.compiler.backend import Backend, CompiledFunction, CompileOptions
+from glowsdk.compiler.lowering import docgen
+from glowsdk.compiler.lowering.primitives import PRIMITIVES
 from glowsdk.compiler.lowering.registry import LOWERINGS
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import GlowError, GraphError, UnsupportedOpsError

@@ -13,7 +13,7 @@ import pytest
 
 from glowsdk.backends import get_backend
 from glowsdk.backends.interpreter import InterpreterBackend
-from glowsdk.backends.base import Backend, CompiledFunction, CompileOptions
+from glowsdk.compiler.backend import Backend, CompiledFunction, CompileOptions
 from glowsdk.conformance.models import ModelResult, run_model_zoo
 from glowsdk.errors import GlowError
 

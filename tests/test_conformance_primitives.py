@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from glowsdk.backends import get_backend
-from glowsdk.backends.base import Backend, CompiledFunction, CompileOptions
 from glowsdk.cli.main import main
+from glowsdk.compiler.backend import Backend, CompiledFunction, CompileOptions
 from glowsdk.compiler.lowering.primitives import PRIMITIVES
 from glowsdk.conformance import report
 from glowsdk.conformance.primitives import build_case, cells, mismatch, run_primitive_suite

@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import glowsdk
 from glowsdk.backends import get_backend
-from glowsdk.backends.base import Backend
+from glowsdk.compiler.backend import Backend
 from glowsdk.errors import UnsupportedOpsError
 from glowsdk.runtime import CpuDeviceManager
 

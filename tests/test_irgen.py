@@ -14,16 +14,16 @@ import numpy as np
 import pytest
 
 from glowsdk.backends import get_backend
-from glowsdk.backends.base import CompileOptions
 from glowsdk.backends.interpreter import InterpreterBackend
 from glowsdk.backends.interpreter.executor import ProgramRunner
+from glowsdk.compiler.backend import CompileOptions
 from glowsdk.compiler.ir import format_ir, verify_ir
 from glowsdk.compiler.ir.allocator import allocate, check_plan
 from glowsdk.compiler.ir.instructions import OperandKind, derived_spec
 from glowsdk.compiler.ir.irgen import generate_ir
 from glowsdk.compiler.ir.passes import IR_PASSES
 from glowsdk.compiler.ir.program import Program, build_program
-from glowsdk.compiler.lowering import PRIMITIVES
+from glowsdk.compiler.lowering.primitives import PRIMITIVES
 from glowsdk.compiler.passes import PassManager
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import InputError, UnsupportedError

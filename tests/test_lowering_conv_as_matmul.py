@@ -14,9 +14,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from glowsdk.backends.base import Backend, CompiledFunction, CompileOptions
 from glowsdk.backends.interpreter.backend import InterpreterFunction
-from glowsdk.compiler.lowering import PRIMITIVES, lower_function
+from glowsdk.compiler.backend import Backend, CompiledFunction, CompileOptions
+from glowsdk.compiler.lowering.driver import lower_function
+from glowsdk.compiler.lowering.primitives import PRIMITIVES
 from glowsdk.compiler.lowering.rules import conv_as_matmul
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import UnsupportedOpsError

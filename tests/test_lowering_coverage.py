@@ -1,6 +1,6 @@
 """Every node kind is either a primitive or lowers; the interpreter declares only primitives."""
 from glowsdk.backends import get_backend
-from glowsdk.compiler.lowering import PRIMITIVES
+from glowsdk.compiler.lowering.primitives import PRIMITIVES
 from glowsdk.compiler.lowering.registry import LOWERINGS
 from glowsdk.graph import NODE_KINDS
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from glowsdk.backends import get_backend
-from glowsdk.compiler.lowering import lower_function
+from glowsdk.compiler.lowering.driver import lower_function
 from glowsdk.frontend.onnx.importer import import_model
 from lowering_util import check_lowering
 from oracle import single_op_model

@@ -8,7 +8,7 @@ import pytest
 from onnx import helper
 
 from glowsdk.backends import get_backend
-from glowsdk.compiler.lowering import lower_function
+from glowsdk.compiler.lowering.driver import lower_function
 from glowsdk.frontend.onnx.importer import import_model
 from lowering_util import check_lowering
 from rnn_cases import recurrent_node

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from glowsdk.backends import get_backend
-from glowsdk.compiler.lowering import is_primitive, lower_function
+from glowsdk.compiler.lowering.driver import lower_function
+from glowsdk.compiler.lowering.primitives import is_primitive
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import InputError
 from glowsdk.frontend.onnx.importer import import_model

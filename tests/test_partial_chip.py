@@ -22,8 +22,8 @@ from onnx import TensorProto, helper
 
 import glowsdk
 from glowsdk.backends import get_backend
-from glowsdk.backends.base import Backend
 from glowsdk.cli.main import main
+from glowsdk.compiler.backend import Backend
 from glowsdk.compiler.partition.hetero import PartitionedFunction
 from glowsdk.compiler.partition.placement import TARGET
 
@@ -158,4 +158,4 @@ def test_compile_options_reach_the_lowering_hooks() -> None:
     network = glowsdk.load(_chain(["Exp", "Relu"]))
     compile_function(network.function, KeepsRelu())  # lowered to Max: runs
     with pytest.raises(UnsupportedOpsError, match=r"Relu.*in model node\(s\) Relu 'relu1'"):
-        compile_function(network.function, KeepsRelu(), glowsdk.backends.base.CompileOptions(extra={"keep_relu": True}))
+        compile_function(network.function, KeepsRelu(), glowsdk.compiler.backend.CompileOptions(extra={"keep_relu": True}))

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from glowsdk.backends.base import Backend, CompiledFunction
+from glowsdk.compiler.backend import Backend, CompiledFunction
 from glowsdk.compiler.lowering.primitives import PRIMITIVES
 from glowsdk.graph.nodes.nn import Conv
 from glowsdk.graph.spec import define_node

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import glowsdk
 from glowsdk.backends import get_backend
-from glowsdk.compiler import compile_function
+from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import GlowError
 from glowsdk.graph.nodes.core import Save
 from glowsdk.quantization import (PREFIX, Histogram, ValueProfile, calibration_from_dir, calibration_random,

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import glowsdk
 from glowsdk.backends import get_backend
-from glowsdk.compiler import compile_function
+from glowsdk.compiler.pipeline import compile_function
 from glowsdk.graph.node import Constant
 from glowsdk.quantization import QuantizationConfig, collect_profile
 from glowsdk.quantization.accuracy import cosine_similarity

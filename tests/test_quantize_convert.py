@@ -13,8 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import glowsdk
 from glowsdk.backends import get_backend
-from glowsdk.compiler import compile_function
 from glowsdk.compiler.passes import run_passes
+from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import GlowError
 from glowsdk.graph import ElemKind, Module, Type, nodes
 from glowsdk.graph.nodes import quant, tensor

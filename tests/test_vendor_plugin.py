@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import glowsdk
 from glowsdk.backends import get_backend
-from glowsdk.backends.base import Backend, CompiledFunction
+from glowsdk.compiler.backend import Backend, CompiledFunction
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import UnsupportedError, UnsupportedOpsError
 

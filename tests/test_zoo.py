@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from glowsdk.backends.base import TensorInfo
+from glowsdk.compiler.backend import TensorInfo
 from glowsdk.errors import GlowError
 from glowsdk.frontend.onnx.importer import import_model
 from glowsdk.graph.types import ElemKind, Type

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 
+from ..compiler.backend import Backend
 from ..errors import GlowError
-from .base import Backend
 
 GROUP = "glowsdk.backends"
 

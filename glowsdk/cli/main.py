@@ -63,7 +63,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from ..backends.base import CompileOptions
+    from ..compiler.backend import CompileOptions
     from ..backends.registry import get_backend
     from ..compiler.ir import format_ir
     from ..compiler.ir.passes import IR_OPTIMIZATION, IR_PASSES

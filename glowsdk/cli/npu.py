@@ -111,7 +111,7 @@ def simulate_package(args: argparse.Namespace, energy: EnergyTable | None = None
 
     from .. import zoo
     from ..api import fallback_backends
-    from ..backends.base import TensorInfo
+    from ..compiler.backend import TensorInfo
     from ..compiler.partition.package import read_package
     from ..compiler.pipeline import compile_host_part
     from ..table import format_table

@@ -1,4 +1,2 @@
-"""The compiler pipeline: graph in, compiled function out (paper 3.6)."""
-from .pipeline import compile_function
-
-__all__ = ["compile_function"]
+"""The compiler: graph in, compiled function out (paper 3.6); `pipeline.compile_function` runs it, `backend` is
+the contract every target implements. Importing this package loads none of its modules."""

@@ -8,29 +8,35 @@ can be compiled many times.
 `instrument(function)` edits the lowered, optimised function in place right after
 the post-lowering pipeline (and its "lowered" hook), before the backend's
 transform; profiling adds its Saves there (glowsdk.quantization), so profiles
-are keyed by the names of the lowered graph's values.
+are keyed by the names of the lowered graph's values. The quantize step is a
+`Quantization` the caller passes in (glowsdk.quantization.QuantizationConfig, a
+layer above), so the compiler runs it without importing it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
-from ..backends.base import Backend, CompiledFunction, CompileOptions, unsupported_nodes
 from ..errors import GraphError, UnsupportedOpsError
 from ..graph.function import Function
 from ..graph.node import Node
 from ..progress import Progress
-from .lowering import lower_function
+from .backend import Backend, CompiledFunction, CompileOptions, QuantizationReport, unsupported_nodes
+from .lowering.driver import lower_function
 from .partition.hetero import compile_partitioned
 from .partition.placement import FALLBACK, compute_nodes, place, supported_sides
 from .passes import FLOAT_WEIGHTS, GRAPH_OPTIMIZATION, POST_LOWERING, QUANTIZATION, PassManager
 from .schedule import schedule
 
-if TYPE_CHECKING:
-    from ..quantization.convert import QuantizationConfig, QuantizationReport
-
 StageHook = Callable[[str, Function], None]
 Instrument = Callable[[Function], None]
 STAGES = ("imported", "optimized", "lowered", "quantized", "transformed", "scheduled")
+
+
+class Quantization(Protocol):
+    """The pipeline's quantize step: converts the lowered, optimised float function in place into integer
+    islands that `backend` runs, and runs `manager`'s QUANTIZATION pipeline over them."""
+
+    def quantize(self, function: Function, backend: Backend, manager: PassManager) -> QuantizationReport: ...
 
 
 def _optimised_quantized(function: Function, backend: Backend, manager: PassManager) -> Function:
@@ -47,7 +53,7 @@ def _optimised_quantized(function: Function, backend: Backend, manager: PassMana
 def compile_function(function: Function, backend: Backend, options: CompileOptions | None = None, *,
                      passes: PassManager | None = None, on_stage: StageHook | None = None,
                      verify_each: bool = False, instrument: Instrument | None = None,
-                     quantization: QuantizationConfig | None = None,
+                     quantization: Quantization | None = None,
                      fallbacks: Sequence[Backend] = ()) -> CompiledFunction:
     """Optimise, lower (and quantize, given a profile) and compile a copy of `function` for `backend`.
 
@@ -83,7 +89,7 @@ def _showing_steps(bar: Progress, backend: Backend, quantizing: bool, hook: Stag
 
 def _compile(function: Function, backend: Backend, options: CompileOptions, manager: PassManager,
              hook: StageHook, verify_each: bool, instrument: Instrument | None,
-             quantization: QuantizationConfig | None, fallbacks: list[Backend]) -> CompiledFunction:
+             quantization: Quantization | None, fallbacks: list[Backend]) -> CompiledFunction:
     function, quantization_report = prepare_function(function, backend, manager=manager, hook=hook,
                                                      verify_each=verify_each, instrument=instrument,
                                                      quantization=quantization, partial=bool(fallbacks))
@@ -105,7 +111,7 @@ def _compile(function: Function, backend: Backend, options: CompileOptions, mana
 
 def prepare_function(function: Function, backend: Backend, *, manager: PassManager, hook: StageHook,
                      verify_each: bool = False, instrument: Instrument | None = None,
-                     quantization: QuantizationConfig | None = None,
+                     quantization: Quantization | None = None,
                      partial: bool = False) -> tuple[Function, QuantizationReport | None]:
     """A copy of `function` optimised, lowered for `backend` and quantized: the graph whose support counts.
     `partial` (a fallback device exists) lets alternative lowerings leave part of their result to it."""
@@ -125,11 +131,7 @@ def prepare_function(function: Function, backend: Backend, *, manager: PassManag
             raise GraphError(f"after instrumenting the lowered graph: {err}") from None
     quantization_report = None
     if quantization is not None:
-        from ..quantization.convert import dequantize_accumulators, quantize_function
-
-        quantization_report = quantize_function(function, quantization, backend)
-        manager.run(QUANTIZATION, function)
-        dequantize_accumulators(function, backend)
+        quantization_report = quantization.quantize(function, backend, manager)
         hook("quantized", function)
     elif any(node.kind == "Dequantize" for node in function.nodes):
         function = _optimised_quantized(function, backend, manager)

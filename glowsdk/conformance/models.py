@@ -30,7 +30,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import onnx
 
-from ..backends.base import Backend, CompiledFunction
+from ..compiler.backend import Backend, CompiledFunction
 from ..compiler.partition.hetero import PartitionedFunction
 from ..compiler.pipeline import compile_function
 from ..frontend.onnx.importer import import_model

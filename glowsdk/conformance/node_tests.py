@@ -16,11 +16,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ..backends.base import Backend
+from ..compiler.backend import Backend
 from ..compiler.pipeline import compile_function
 from ..errors import GlowError, NeedsConstantError, UnsupportedError
-from .outcome import Mismatch, outcome
 from ..frontend.onnx.importer import import_model
+from .outcome import Mismatch, outcome
 from .scope import IN_SCOPE_OPS
 
 MAX_CONSTANT_BINDINGS = 16

@@ -24,14 +24,14 @@ from typing import Callable, Iterable
 import ml_dtypes
 import numpy as np
 
-from ..backends.base import Backend
+from ..compiler.backend import Backend
 from ..compiler.lowering.primitives import PRIMITIVES
 from ..compiler.pipeline import compile_function
 from ..errors import GlowError, UnsupportedError
-from .outcome import outcome
 from ..graph.types import ElemKind
 from ..reference.evaluator import evaluate
 from .case_builder import Case, CaseBuilder
+from .outcome import outcome
 from .recipes import RECIPES
 
 TOLERANCE = {np.dtype(np.float64): 1e-9, np.dtype(np.float32): 1e-5, np.dtype(np.float16): 5e-3,

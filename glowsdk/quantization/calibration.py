@@ -38,7 +38,7 @@ class CalibrationSet:
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         if self.files is None:
-            from ..backends.base import TensorInfo
+            from ..compiler.backend import TensorInfo
             from ..zoo import random_inputs
 
             infos = [TensorInfo(p.name, p.type) for p in self.inputs]

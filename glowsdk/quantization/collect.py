@@ -5,8 +5,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from ..backends.base import CompileOptions
 from ..backends.registry import get_backend
+from ..compiler.backend import CompileOptions
 from ..compiler.pipeline import compile_function
 from ..errors import GlowError
 from ..graph.function import Function

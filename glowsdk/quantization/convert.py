@@ -26,7 +26,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..backends.base import Backend
+from ..compiler.backend import Backend
+from ..compiler.passes import QUANTIZATION, PassManager
 from ..errors import GlowError
 from ..graph.function import Function, Module
 from ..graph.node import Constant, Node, NodeValue, Placeholder
@@ -85,6 +86,15 @@ class QuantizationConfig:
         return {"schema": self.schema, "calibration": self.calibration, "per_channel": self.per_channel,
                 "keep_float": sorted(self.keep_float),
                 "profile": self.profile.model}
+
+    def quantize(self, function: Function, backend: Backend, manager: PassManager) -> QuantizationReport:
+        """The compile pipeline's quantize step (glowsdk.compiler.pipeline.Quantization): convert `function`
+        for `backend`, run the QUANTIZATION pipeline over the islands, then dequantize int32 accumulators
+        directly where `backend` does."""
+        report = quantize_function(function, self, backend)
+        manager.run(QUANTIZATION, function)
+        dequantize_accumulators(function, backend)
+        return report
 
 
 @dataclass

@@ -20,7 +20,7 @@ import numpy as np
 from firmware_runtime import NpuDevice
 from isa.container import NpuBinary, pack_npub
 
-from ..backends.base import CompiledFunction
+from ..compiler.backend import CompiledFunction
 
 
 @dataclass(frozen=True)

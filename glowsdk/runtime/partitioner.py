@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backends.base import Backend, CompileOptions
+from ..compiler.backend import Backend, CompileOptions
+from ..compiler.partition.cut import Piece, cut
+from ..compiler.partition.placement import TARGET, parts_of, supported_sides
 from ..compiler.pipeline import compile_function
 from ..errors import GlowError, UnsupportedOpsError
 from ..graph.function import Function
@@ -27,8 +29,6 @@ from ..graph.node import Constant, Node, Storage
 from ..graph.nodes.core import Save
 from ..graph.types import ElemKind
 from ..quantization.convert import QuantizationConfig
-from ..compiler.partition.cut import Piece, cut
-from ..compiler.partition.placement import TARGET, parts_of, supported_sides
 
 NPU, CPU = "npu", "cpu"
 CONVERSIONS = ("Quantize", "Dequantize")

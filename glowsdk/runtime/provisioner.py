@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backends.base import Backend, CompileOptions
 from ..backends.registry import get_backend
+from ..compiler.backend import Backend, CompileOptions
 from ..compiler.pipeline import compile_function
 from ..errors import GlowError
 from .devices import DeviceManager, NpuDeviceManager

@@ -63,9 +63,9 @@ def run_point(model: PreparedModel, point: Point) -> dict[str, Any]:
 def _measure(model: PreparedModel, point: Point) -> dict[str, Any]:
     from sim.binding import run_binary
 
-    from ..backends.base import CompileOptions
     from ..backends.npu.backend import NpuFunction
     from ..backends.registry import get_backend
+    from ..compiler.backend import CompileOptions
     from ..compiler.pipeline import compile_function
 
     network = load_model(model.spec)

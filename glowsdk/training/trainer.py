@@ -17,8 +17,8 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from ..backends.base import CompiledFunction
 from ..backends.registry import get_backend
+from ..compiler.backend import CompiledFunction
 from ..compiler.pipeline import compile_function
 from ..errors import GlowError
 from ..graph.function import Function

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..backends.base import TensorInfo
+from ..compiler.backend import TensorInfo
 from ..graph.function import Module
 from ..graph.types import ElemKind
 

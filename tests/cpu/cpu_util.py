@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from glowsdk.backends import get_backend
-from glowsdk.backends.base import CompileOptions
+from glowsdk.compiler.backend import CompileOptions
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.graph import ElemKind, Module, Type
 from glowsdk.graph.function import Function

@@ -12,9 +12,9 @@ from onnx import helper
 import glowsdk
 from cpu_util import make
 from glowsdk.backends import get_backend
-from glowsdk.backends.base import CompileOptions
 from glowsdk.backends.cpu.kernels import KERNELS
 from glowsdk.cli.main import main
+from glowsdk.compiler.backend import CompileOptions
 from glowsdk.compiler.lowering.primitives import PRIMITIVES
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import UnsupportedError, UnsupportedOpsError

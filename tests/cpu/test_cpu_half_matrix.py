@@ -20,7 +20,7 @@ from onnx import TensorProto, helper
 import glowsdk
 from cpu_util import make, random_array, run_both
 from glowsdk.backends import get_backend
-from glowsdk.backends.base import CompileOptions
+from glowsdk.compiler.backend import CompileOptions
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.graph import ElemKind
 from glowsdk.graph.nodes import linalg, nn, reduce

@@ -12,12 +12,12 @@ import pytest
 from cpu_util import check, make, run_both
 
 from glowsdk.backends import get_backend
-from glowsdk.backends.base import CompileOptions
 from glowsdk.backends.cpu.codegen.target import VectorTarget
 from glowsdk.backends.cpu.kernels import epilogue as epilogue_module
 from glowsdk.backends.cpu.kernels import gemm as gemm_module
 from glowsdk.backends.cpu.kernels.conv import conv_strategy
 from glowsdk.backends.cpu.kernels.packing import pack_column_panels, pack_row_panels
+from glowsdk.compiler.backend import CompileOptions
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import GlowError
 from glowsdk.graph import ElemKind

@@ -16,7 +16,7 @@ from glowsdk.backends import get_backend
 from glowsdk.backends.cpu.kernels.pool import simd_columns
 from glowsdk.backends.cpu.kernels.window import Dim
 from glowsdk.cli.main import main
-from glowsdk.backends.base import CompileOptions
+from glowsdk.compiler.backend import CompileOptions
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.frontend.onnx.importer import import_model
 

@@ -19,7 +19,7 @@ import glowsdk
 from glowsdk.backends.npu.backend import NpuFunction
 from glowsdk.backends.npu.tensors import DramTensor
 from glowsdk.backends.registry import get_backend
-from glowsdk.compiler.lowering import lower_function
+from glowsdk.compiler.lowering.driver import lower_function
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import UnsupportedOpsError
 from glowsdk.graph.function import Module

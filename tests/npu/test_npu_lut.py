@@ -17,7 +17,7 @@ from onnx import numpy_helper
 
 import glowsdk
 from glowsdk.backends.registry import get_backend
-from glowsdk.compiler.lowering import lower_function
+from glowsdk.compiler.lowering.driver import lower_function
 from glowsdk.compiler.partition.placement import TARGET, supported_sides
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.graph.function import Module

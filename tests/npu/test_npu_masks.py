@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import glowsdk
 from glowsdk.backends.registry import get_backend
-from glowsdk.compiler.lowering import lower_function
+from glowsdk.compiler.lowering.driver import lower_function
 from glowsdk.graph.function import Module
 from glowsdk.graph.nodes import nn
 from glowsdk.graph.types import ElemKind, Type

@@ -14,7 +14,7 @@ import pytest
 
 import glowsdk
 from glowsdk.backends.registry import get_backend
-from glowsdk.compiler.lowering import lower_function
+from glowsdk.compiler.lowering.driver import lower_function
 from glowsdk.graph.function import Module
 from glowsdk.graph.nodes import nn
 from glowsdk.graph.types import ElemKind, Type

@@ -10,7 +10,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from glowsdk.backends import get_backend
-from glowsdk.compiler import compile_function
+from glowsdk.compiler.pipeline import compile_function
 from glowsdk.graph.function import Function, Module
 from glowsdk.graph.node import NodeValue
 from glowsdk.graph.nodes import elementwise as ew, reduce as rd

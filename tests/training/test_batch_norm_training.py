@@ -14,7 +14,7 @@ from onnx.reference import ReferenceEvaluator
 
 import glowsdk
 from glowsdk.backends import get_backend
-from glowsdk.compiler import compile_function
+from glowsdk.compiler.pipeline import compile_function
 from glowsdk.graph.function import Module
 from glowsdk.graph.types import ElemKind, Type
 from glowsdk.reference.evaluator import evaluate

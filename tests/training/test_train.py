@@ -12,7 +12,7 @@ import glowsdk
 from glowsdk.api import read_model
 from glowsdk.backends import get_backend
 from glowsdk.cli.main import main
-from glowsdk.compiler import compile_function
+from glowsdk.compiler.pipeline import compile_function
 from glowsdk.graph.function import Module
 from glowsdk.graph.nodes import linalg
 from glowsdk.graph.types import ElemKind, Type

@@ -24,6 +24,7 @@ from typing import Mapping
 
 import numpy as np
 
+from ...compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from ...compiler.ir.program import Program, build_program
 from ...compiler.lowering.primitives import PRIMITIVES
 from ...errors import GlowError, UnsupportedError
@@ -31,7 +32,6 @@ from ...files import write_text
 from ...graph.function import Function
 from ...graph.node import Node
 from ...reference.evaluator import check_inputs, declared_inputs
-from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from .cache import CompileCache, cache_key
 from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step
 from .image import CpuImage, aligned_bytes

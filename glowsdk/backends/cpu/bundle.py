@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 
 from ... import __version__
+from ...compiler.backend import CompiledFunction
 from ...errors import GlowError, UnsupportedError
 from ...files import atomic_write
-from ..base import CompiledFunction
 from .image import ALIGNMENT, Binding, CpuImage
 
 FILES = ("bundle.o", "bundle.weights", "bundle.h")

@@ -12,13 +12,13 @@ from typing import Mapping
 
 import numpy as np
 
+from ...compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from ...compiler.ir.program import build_program
 from ...compiler.lowering.primitives import PRIMITIVES
 from ...compiler.passes.manager import PassManager
 from ...errors import UnsupportedError
 from ...graph.function import Function
 from ...reference.evaluator import check_inputs, declared_inputs
-from ..base import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from .executor import ProgramRunner
 
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ...backends.base import Backend, unsupported_nodes
 from ...errors import GraphError, UnsupportedOpsError
 from ...graph.function import Function
 from ...graph.node import Node, NodeValue, Storage
+from ..backend import Backend, unsupported_nodes
 from . import rules  # noqa: F401  (registers the lowering rules)
 from .registry import LOWERINGS, PRIMITIVE_LOWERINGS, AlternativeLowering, Lowerer, Rule
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...backends.base import DeviceInfo
 from ...graph.node import Node
+from ..backend import DeviceInfo
 
 MATRIX_KINDS = ("Conv", "MatMul", "IntegerConv", "IntegerMatMul")
 """The kinds whose multiply-adds are counted (everything else counts bytes only)."""

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 
-from ...backends.base import Backend, CompiledFunction
 from ...errors import UnsupportedError, UnsupportedOpsError
 from ...graph.function import Function
 from ...graph.node import Origin
 from ...graph.serialize import function_to_data
+from ..backend import Backend, CompiledFunction
 from . import package
 from .cost import Work
 from .cut import cut

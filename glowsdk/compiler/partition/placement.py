@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...backends.base import Backend, DeviceInfo
 from ...graph.function import Function
 from ...graph.node import Node, Storage
 from ...graph.nodes.core import Save
 from ...graph.types import ElemKind
+from ..backend import Backend, DeviceInfo
 from .cost import Work, node_bytes, node_macs, transfer_seconds
 
 TARGET, FALLBACK = "target", "fallback"

@@ -5,7 +5,7 @@ from typing import Mapping
 
 import numpy as np
 
-from glowsdk.backends.base import Backend, CompiledFunction, CompileOptions, DeviceInfo
+from glowsdk.compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from glowsdk.graph.function import Function
 from glowsdk.graph.node import Constant, Placeholder
 from glowsdk.graph.types import ElemKind

@@ -12,7 +12,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from glowsdk.backends.base import CompiledFunction
+from glowsdk.compiler.backend import CompiledFunction
 from glowsdk.errors import InputError
 from glowsdk.graph.function import Function
 from glowsdk.graph.node import Node, NodeValue

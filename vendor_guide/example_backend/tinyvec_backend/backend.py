@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from glowsdk.backends.base import Backend, CompiledFunction, CompileOptions, DeviceInfo
+from glowsdk.compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from glowsdk.errors import UnsupportedError
 from glowsdk.graph.function import Function
 from glowsdk.graph.node import Node

@@ -20,7 +20,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from glowsdk.compiler.lowering import lower_function
+from glowsdk.compiler.lowering.driver import lower_function
+from glowsdk.compiler.partition.cut import cut
 from glowsdk.compiler.passes import GRAPH_OPTIMIZATION, POST_LOWERING, PassManager
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import GlowError
@@ -28,7 +29,6 @@ from glowsdk.graph.function import Function
 from glowsdk.graph.node import Storage
 from glowsdk.graph.nodes.core import Save
 from glowsdk.runtime import DeviceManager, HeldDeviceManager, PartitionPlan, PartitionRun, Placement
-from glowsdk.compiler.partition.cut import cut
 from glowsdk.runtime.executor import RequestRun
 from glowsdk.runtime.partitioner import CPU, by_support, ordered
 from glowsdk.runtime.provisioner import compile_host

@@ -24,7 +24,7 @@ from typing import Mapping
 
 import numpy as np
 
-from glowsdk.backends.base import CompiledFunction
+from glowsdk.compiler.backend import CompiledFunction
 from glowsdk.compiler.ir.function import Instruction, Value
 from glowsdk.compiler.ir.instructions import OperandKind
 from glowsdk.compiler.ir.program import build_program

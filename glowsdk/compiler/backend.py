@@ -1,31 +1,42 @@
-"""The backend plugin contract: what a vendor implements (paper 3.4, 3.6).
+"""The backend contract: what a vendor implements, and what the compiler calls (paper 3.4, 3.6).
 
 A backend declares which primitives it runs (and on which element kinds); the
 compiler lowers every other node onto them. It may keep a high-level node it
 implements natively (`should_lower`), rewrite the lowered graph into
 target-specific nodes (`transform_post_lowering`), and must compile a verified
-function into something that executes. Backends are discovered through the
-`glowsdk.backends` entry-point group, so a vendor's separately installed package
-plugs in without editing glowsdk.
+function into something that executes. The contract lives here, with the compiler
+that calls it; the built-in backends (glowsdk.backends) implement it one layer up.
+Backends are discovered through the `glowsdk.backends` entry-point group
+(glowsdk/backends/registry.py), so a vendor's separately installed package plugs
+in without editing glowsdk.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 
 import numpy as np
 
 from ..errors import UnsupportedError
 from ..graph.function import Function
 from ..graph.node import Node, Origin, Storage
+from ..graph.types import ElemKind, Type
+from .lowering.primitives import PRIMITIVES
 
 if TYPE_CHECKING:
-    from ..compiler.ir.program import Program
-    from ..compiler.passes.manager import PassManager
-    from ..compiler.schedule import ScheduleReport
-    from ..quantization.convert import QuantizationReport
-from ..graph.types import ElemKind, Type
+    from .ir.program import Program
+    from .passes.manager import PassManager
+    from .schedule import ScheduleReport
+
+
+class QuantizationReport(Protocol):
+    """What the pipeline's quantize step reports (glowsdk.quantization.QuantizationReport is the one glowsdk
+    has): which nodes became integer and why the others stayed float, as a line and as JSON."""
+
+    def summary(self) -> str: ...
+
+    def to_json(self) -> dict: ...
 
 
 @dataclass(frozen=True)
@@ -130,8 +141,6 @@ class Backend(ABC):
         used results (a MaxPool's unused indices do not count) all have element
         kinds this backend declared for it.
         """
-        from ..compiler.lowering.primitives import PRIMITIVES
-
         elems = self.primitives.get(node.kind)
         primitive = PRIMITIVES.get(node.kind)
         if elems is None or primitive is None or not primitive.accepts(node):
