@@ -15,7 +15,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from glowsdk.backends.npu.grouped import block_diagonal, groups_per_layer
+from glowsdk.backends.npu.maxpool import SeparableMaxPoolLayer
 from glowsdk.backends.npu.tiling import ConvShape
+from glowsdk.backends.npu.vector import PoolLayer
 from glowsdk.graph.function import Module
 from glowsdk.graph.nodes import nn
 from glowsdk.graph.types import ElemKind, Type
@@ -84,6 +86,30 @@ def test_global_average_pool_bit_exact(hw, config):
     assert "ReduceSum" not in _kinds(npu)
 
 
+@pytest.mark.parametrize("c,hw,k,stride,pad,ceil,config", [
+    (8, 13, 3, 2, 0, 0, "edge"),       # squeezenet's pools: two row phases
+    (8, 12, 3, 2, 1, 0, "edge"),       # a padded stride-2 window (resnet's stem)
+    (16, 14, 3, 1, 1, 0, "default"),   # GoogLeNet's pool branch: one phase, 5 steps a pixel for POOL's 9
+    (8, 11, 3, 2, 0, 1, "edge"),       # ceil mode: the last window runs past the image
+    (8, 10, 5, 3, 2, 0, "edge"),       # three phases
+    (300, 40, 3, 1, 1, 0, "edge"),     # channel blocks and row tiles
+])
+def test_separable_max_pool_bit_exact(c, hw, k, stride, pad, ceil, config):
+    """A MaxPool as VMAXes over row phases and one 1 x k POOL (maxpool.py), where that is fewer vector steps."""
+    b = NetBuilder((1, c, hw, hw))
+    pooled = b.node("MaxPool", [b.conv("x", c, c)], kernel_shape=[k, k], strides=[stride] * 2, pads=[pad] * 4,
+                    ceil_mode=ceil)
+    npu = assert_bit_exact(b.network(pooled), config=config)
+    assert [type(layer.body) for layer in npu.compiled.layers if layer.kind == "MaxPool"] == [SeparableMaxPoolLayer]
+
+
+def test_max_pool_keeps_the_window_where_separable_is_no_cheaper():
+    """2 x 2 stride 2: one VMAX over the rows and a 1 x 2 POOL take as many steps as POOL's 2 x 2 window."""
+    b = NetBuilder((1, 8, 12, 12))
+    npu = assert_bit_exact(b.network(b.node("MaxPool", [b.conv("x", 8, 8)], kernel_shape=[2, 2], strides=[2, 2])))
+    assert [type(layer.body) for layer in npu.compiled.layers if layer.kind == "MaxPool"] == [PoolLayer]
+
+
 def _batchnorm_net(c: int, hw: int, relu: bool = True, seed: int = 0):
     """A BatchNorm no convolution precedes (DenseNet's pre-activation after a Concat), then a 1x1 Conv."""
     b = NetBuilder((1, c, hw, hw), seed=seed)
@@ -116,6 +142,7 @@ def _lrn_net(c: int, hw: int, size: int, alpha: float = 1e-4, beta: float = 0.75
     (96, 27, 5, 0.02, 0.75, 2.0, "edge"),       # a strong normaliser, many chunks
     (24, 12, 4, 0.05, 0.5, 1.0, "default"),     # an even window (one more channel after than before)
     (8, 6, 1, 0.1, 1.0, 1.5, "default"),        # a window of one channel
+    (16, 7, 7, 1e-3, 0.75, 1.0, "edge"),        # doubled to four channels, then three added one at a time
 ])
 def test_lrn_bit_exact(c, hw, size, alpha, beta, bias, config):
     npu = assert_bit_exact(_lrn_net(c, hw, size, alpha, beta, bias), config=config)

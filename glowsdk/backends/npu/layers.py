@@ -36,6 +36,7 @@ from .grouped import grouped_layers
 from .layernorm import layernorm_layers
 from .lrn import LrnLayer
 from .lut import lut_layer
+from .maxpool import separable
 from .shuffle import channel_shuffle
 from .tensors import DramPlanner, DramTensor, dense_strides, nhwc_strides
 from .support import product_form, quantized_form_ok, whole_image_window
@@ -462,9 +463,9 @@ class LayerBuilder:
         pt, pl, pb, pr = node.pads
         pads = (pt, pl, max(pb, (oh - 1) * sh + kh - h - pt), max(pr, (ow - 1) * sw + kw - w - pl))
         count_pad = bool(node.attrs.get("count_include_pad", False))
-        self.layers.append(Layer(node.name, node.kind, PoolLayer(node.kind, Image.of(x), Image.of(out), c, h, w, oh,
-                                                                 ow, (kh, kw), (sh, sw), pads, count_pad,
-                                                                 _zero(node.input))))
+        pool = PoolLayer(node.kind, Image.of(x), Image.of(out), c, h, w, oh, ow, (kh, kw), (sh, sw), pads, count_pad,
+                         _zero(node.input))
+        self.layers.append(Layer(node.name, node.kind, separable(pool, self.config) or pool))
 
     def _softmax(self, node: Node) -> None:
         source = self.laid_out(node.input, nhwc=False)
