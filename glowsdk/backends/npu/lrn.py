@@ -8,7 +8,9 @@ flat chunk (L = P * W elements, L' = L - size + 1):
 
     VSUBI  A = x - zero                   (the fence becomes 0)
     VMUL   B = A * A
-    VADD   S = B[0:] + B[1:] (+ B[j:] ...) sum of squares over the window, for each flat position
+    VADD   S = B[0:] + B[1:]; S = S[0:] + S[2:] ...   sum of squares over the window, for each flat position:
+           doubling the width summed while it fits, then S = S + B[w:] for each position left (size 5: three
+           VADDs, not four)
     VSHRI  S = S >> k                      the table index
     LUT32  S = T[S]                        the normaliser, times 2^F
     VMUL   S = S * A[before:]              u * T, exact in int32
@@ -96,10 +98,13 @@ class LrnLayer:
         specs: list[Spec] = [
             ("VSUBI", dict(dst_space="acc", dst=a, src_space="spad", src=x, count=flat, imm=self.zero)),
             acc_op("VMUL", b, a, a, flat)]
-        window = b
-        for j in range(1, self.size):
-            specs.append(acc_op("VADD", s, window, b + j, valid))
-            window = s
+        window, width = b, 1  # S holds sums over `width` positions: doubled while it fits, then one more at a time
+        while 2 * width <= self.size:
+            specs.append(acc_op("VADD", s, window, window + width, flat - 2 * width + 1))
+            window, width = s, 2 * width
+        while width < self.size:
+            specs.append(acc_op("VADD", s, window, b + width, flat - width))
+            window, width = s, width + 1
         specs += [
             ("VSHRI", dict(dst_space="acc", dst=s, src_space="acc", src=window, count=valid, imm=self.index_shift)),
             ("LUT32", dict(dst=s, src=s, table=0, count=valid, base=0)),
