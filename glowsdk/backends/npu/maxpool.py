@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from isa.config import ArchConfig
+from isa.schema import COUNT
 
 from .pipeline import Spec, Step, Tile
 from .scratchpad import align
@@ -32,6 +33,8 @@ MAX_COLS = 65535
 """VMAX's cols field (16 bits): a tile's padded row of channels."""
 MAX_POOL_SIZE = 4095
 """POOL's height and width fields (12 bits)."""
+MAX_PHASES = (1 << COUNT.width) - 1
+"""A tile loads one row phase per LOAD, and the vector engine waits for them all with one semaphore count."""
 MIN_TILES = 4
 """Tiles an image is cut into at least (when it has the rows), so that loads, vector work and stores overlap."""
 
@@ -126,7 +129,8 @@ def separable(pool: PoolLayer, config: ArchConfig) -> SeparableMaxPoolLayer | No
     """`pool` as the separable layer, if it is a max pool that takes fewer vector steps so and fits; else None."""
     (kh, kw), (sh, sw) = pool.kernel, pool.stride
     width = pool.pads[1] + pool.width + pool.pads[3]
-    if pool.op != "MaxPool" or kh < 2 or (width - kw) // sw + 1 != pool.out_width or width > MAX_POOL_SIZE:
+    if pool.op != "MaxPool" or kh < 2 or min(kh, sh) > MAX_PHASES or (width - kw) // sw + 1 != pool.out_width \
+            or width > MAX_POOL_SIZE:
         return None
     columns = 0 if kw == 1 and sw == 1 else kw * pool.out_width
     if (kh - 1) * width + columns >= kh * kw * pool.out_width:
