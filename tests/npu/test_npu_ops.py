@@ -56,6 +56,22 @@ def test_grouped_conv_bit_exact(c, oc, groups, k, stride, config):
     assert all(s.channels * oc == s.out_channels * c for s in shapes)  # whole groups in every layer
 
 
+@pytest.mark.parametrize("c,groups,hw,config", [(136, 4, 14, "default"), (96, 2, 10, "edge"), (128, 4, 9, "edge")])
+def test_wide_groups_one_layer_with_no_step_off_the_diagonal(c, groups, hw, config):
+    """A grouped 1x1 with a residual Add (a ShuffleNet unit's second one): one layer whose output-channel tiles
+    follow the groups, each reading only its own groups' input channels (no weight block off the diagonal)."""
+    b = NetBuilder((1, c, hw, hw))
+    first = b.conv("x", c, c, 1, 0)
+    grouped = b.node("Conv", [first, b.weight((c, c // groups, 1, 1)), b.weight((c,))], group=groups)
+    npu = assert_bit_exact(b.network(b.node("Relu", [b.node("Add", [grouped, first])])), config=config)
+    layers = [layer.body for layer in npu.compiled.layers if layer.kind == "Conv" and layer.body.groups > 1]
+    assert len(layers) == 1 and layers[0].shape.out_channels == c and layers[0].epilogue
+    layer, per_group = layers[0], c // groups
+    assert all(n0 // per_group <= (c0 + layer.tiling.c - 1) // per_group and
+               c0 // per_group <= (n0 + layer.tiling.n - 1) // per_group for n0, c0 in layer.weights)
+    assert layer.tiling.n % per_group == 0 or per_group % layer.tiling.n == 0
+
+
 def test_grouped_conv_per_channel_bit_exact():
     assert_bit_exact(_grouped_net(24, 24, 24, 3, 1), config="default", per_channel=True)
 

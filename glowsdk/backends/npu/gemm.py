@@ -36,7 +36,7 @@ from sim.timing import matmul_cycles
 from .pipeline import Spec, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
-from .tiling import ConvShape, Pitches, Tiling, choose_tiling
+from .tiling import ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_tiling
 
 
 @dataclass(frozen=True)
@@ -237,17 +237,26 @@ class GemmLayer:
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
              bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
-             epilogue: tuple[EpilogueOp, ...] = (), groups: int = 1) -> GemmLayer:
-        """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants."""
+             epilogue: tuple[EpilogueOp, ...] = (), groups: int = 1, diagonal: bool = False) -> GemmLayer:
+        """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants. With
+        `diagonal`, `filters` is the block diagonal of `groups` groups in their order: the tiles follow the
+        groups and the blocks off the diagonal are no step (tiling.choose_grouped_tiling)."""
         epilogue = compact(epilogue)
         table_bytes = 8 * shape.out_channels if requant.per_channel else 0
         reserved = align(table_bytes) + LUT_BYTES * len(tables(epilogue))
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
-        tiling = choose_tiling(shape, config, reserved, extra_buffers=adds, vector_passes=vector_passes(epilogue),
-                               pitches=Pitches(source.pixel_stride, result.pixel_stride))
+        pitches = Pitches(source.pixel_stride, result.pixel_stride)
+        if diagonal:
+            tiling = choose_grouped_tiling(shape, groups, config, reserved, adds, vector_passes(epilogue), pitches)
+        else:
+            tiling = choose_tiling(shape, config, reserved, extra_buffers=adds, vector_passes=vector_passes(epilogue),
+                                   pitches=pitches)
         sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
         folded = (bias.astype(np.int64) - x_zero * sums + (1 << 31)) % (1 << 32) - (1 << 31)
-        weights = {(n0, c0): add_constant(data) for n0, c0, data in pretile_weights(filters, tiling)}
+        og, cg = (shape.out_channels // groups, shape.channels // groups) if diagonal else (shape.out_channels,
+                                                                                             shape.channels)
+        weights = {(n0, c0): add_constant(data) for n0, c0, data in pretile_weights(filters, tiling)
+                   if block_touches(n0, tiling.n, c0, tiling.c, og, cg)}
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
                          add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue,
                          groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)))
@@ -302,6 +311,8 @@ class GemmLayer:
                     slot = len(tiles) % 2
                     steps = []
                     for c0 in range(0, s.channels, t.c):
+                        if (n0, c0) not in self.weights:  # off a block diagonal: no work
+                            continue
                         c = min(t.c, s.channels - c0)
                         ins, wgt = inputs[g % 2], inputs[g % 2] + in_bytes
                         loads = input_loads(s, self.source, self.x_zero, source + b * self.source.batch_stride + c0,
@@ -315,7 +326,7 @@ class GemmLayer:
                             stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0], dil_w=s.dilation[1],
                             row_pitch=s.padded_width * c, pixel_pitch=c))
                         steps.append(Step(loads, [config, ("MATMUL", dict(
-                            inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=int(c0 > 0)))]))
+                            inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=int(bool(steps))))]))
                         g += 1
                     residuals: list[Spec] = []  # read by the vector engine only: the array does not wait for them
                     for op in adds:

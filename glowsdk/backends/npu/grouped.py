@@ -10,7 +10,10 @@ has K = 9 and N = 1 against a 32 x 32 array), all groups in one layer multiplies
 `groups_per_layer` takes the m with the fewest estimated cycles (the array's stall-free formula in
 its better dataflow, plus a fixed cost per layer): for a depthwise 3x3 on a 32 x 32 array, m of
 the array's width (24 to 32: K = 9m in nearly full folds); for wide groups (AlexNet's two,
-ShuffleNet's four), one group per layer.
+ShuffleNet's four), one group per layer. Where m is fewer than all the groups, the groups are still one
+layer (one pipeline fill and drain, not G): its block diagonal tiled by whole groups or parts of one
+(tiling.choose_grouped_tiling), each output tile's steps reading only its own groups' input channels, so
+no step multiplies a block off the diagonal.
 
 A depthwise convolution (one input channel per group) runs on the vector engine instead
 (depthwise.py), except where a channel shuffle follows it: the shuffle mixes the groups of every
@@ -93,6 +96,11 @@ def grouped_layers(node: Node, x: DramTensor, out: DramTensor, requant: Requant,
     filters = np.asarray(node.filter.node.value)
     bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
     x_zero = int(node.input.type.offsets.reshape(-1)[0])
+    if order is None and m < groups:  # one layer, its tiles following the groups (no step off the diagonal)
+        yield node.name, GemmLayer.plan(replace(one, channels=c, out_channels=oc), config, Image.of(x), Image.of(out),
+                                        block_diagonal(filters, groups), bias, requant, x_zero, add_constant,
+                                        epilogue, groups=groups, diagonal=True)
+        return
     for g0 in range(0, groups, m):
         k = min(m, groups - g0)
         outs = slice(g0 * og, (g0 + k) * og)

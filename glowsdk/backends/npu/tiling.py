@@ -20,7 +20,7 @@ fill and drain) and pipeline fill.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from isa.config import ArchConfig
 from sim.timing import matmul_cycles, vector_cycles
@@ -120,6 +120,42 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
         raise UnsupportedError(f"a {shape.kh}x{shape.kw} convolution of {shape.channels} channels on "
                                f"{shape.width}-pixel rows does not fit the scratchpad ({config.scratchpad_bytes} B)")
     return best
+
+
+def choose_grouped_tiling(shape: ConvShape, groups: int, config: ArchConfig, reserved_spad: int,
+                          extra_buffers: int = 0, vector_passes: int = 1, pitches: Pitches | None = None) -> Tiling:
+    """The cheapest tiling of a block-diagonal layer of `groups` groups whose output-channel tiles are whole groups
+    (k of them, k dividing `groups`, with their k groups' input channels as one step) or parts of one group (its
+    input channels in steps that divide them), so that every step of a tile reads only its own groups' channels:
+    the blocks off the diagonal are no step at all (`block_touches`). UnsupportedError if none fits."""
+    spad = config.scratchpad_bytes - reserved_spad
+    acc_words = config.accumulator_bytes // 4
+    cg, og = shape.channels // groups, shape.out_channels // groups
+    pairs = [(k * og, k * cg) for k in range(1, groups + 1) if groups % k == 0]
+    pairs += [(n, c) for n in _candidates(og, config.array_cols) if og % n == 0 and n < og
+              for c in _candidates(cg, config.array_rows) if cg % c == 0]
+    pairs += [(og, c) for c in _candidates(cg, config.array_rows) if cg % c == 0 and c < cg]
+    best: Tiling | None = None
+    for n, c in pairs:
+        if n > MAX_N or shape.kh * shape.kw * c > MAX_K:
+            continue
+        rows = _largest_rows(shape, n, c, spad, acc_words, extra_buffers)
+        if rows == 0:
+            continue
+        reads = replace(shape, channels=max(c, cg))  # the input channels one output tile reads
+        traffic, cycles = estimate(reads, rows, n, c, config, extra_buffers, vector_passes,
+                                   pitches or Pitches(shape.channels, shape.out_channels))
+        if best is None or cycles < best.cycles:
+            best = Tiling(rows, n, c, traffic, cycles, extra_buffers)
+    if best is None:
+        raise UnsupportedError(f"a {shape.kh}x{shape.kw} convolution of {groups} groups of {cg} channels on "
+                               f"{shape.width}-pixel rows does not fit the scratchpad ({config.scratchpad_bytes} B)")
+    return best
+
+
+def block_touches(n0: int, n: int, c0: int, c: int, out_per_group: int, in_per_group: int) -> bool:
+    """Whether output channels [n0, n0 + n) and input channels [c0, c0 + c) share a group of a block diagonal."""
+    return n0 // out_per_group <= (c0 + c - 1) // in_per_group and c0 // in_per_group <= (n0 + n - 1) // out_per_group
 
 
 @dataclass(frozen=True)
