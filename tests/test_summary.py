@@ -58,7 +58,7 @@ def test_resnet50_counts_match_an_independent_count():
 
 
 def test_cli_summary_names_the_onnx_nodes_and_the_targets(tmp_path, capsys):
-    from tests.npu.npu_nets import NetBuilder
+    from npu_nets import NetBuilder
 
     builder = NetBuilder((1, 3, 8, 8))
     out = builder.conv("x", 3, 4)
