@@ -68,7 +68,7 @@ def _run_batch(target: str, seed: int, indices: list[int]) -> tuple[list[tuple[i
 
 def replay(target: str, seed: int, index: int) -> int:
     """Write mutant `index` to a file, read it in this process, print the traceback if any."""
-    from glowsdk.quantization.profile import load_profile
+    from glowsdk.quantization.profile_reader import load_profile
     from isa.config import load_config
 
     folder = reader_harness.new_folder()

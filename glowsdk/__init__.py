@@ -9,8 +9,8 @@ import importlib
 from typing import TYPE_CHECKING
 
 from .errors import GlowError
+from .version import __version__
 
-__version__ = "0.1.0"
 __all__ = ["CompiledNetwork", "GlowError", "Network", "Session", "compile", "load", "__version__"]
 
 _API = frozenset({"CompiledNetwork", "Network", "Session", "compile", "load"})

@@ -15,6 +15,8 @@ import stat
 import tempfile
 import threading
 
+from .errors import GlowError
+
 _umask_lock = threading.Lock()
 
 
@@ -72,15 +74,11 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
 
 
 def _cannot(what: str, path: str, err: OSError):
-    from .errors import GlowError
-
     return GlowError(f"{what} {path}: cannot write ({err.strerror or err})")
 
 
 def check_writable_file(path: str | os.PathLike, what: str) -> None:
     """GlowError now, before any work, if `path` cannot be written later (a folder, no parent)."""
-    from .errors import GlowError
-
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -93,8 +91,6 @@ def check_writable_file(path: str | os.PathLike, what: str) -> None:
 
 def check_writable_folder(folder: str | os.PathLike, what: str) -> None:
     """Create `folder` if needed; GlowError now, before any work, if files cannot go into it."""
-    from .errors import GlowError
-
     folder = os.fspath(folder)
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise GlowError(f"{what} {folder}: is a file, not a folder")
@@ -152,8 +148,6 @@ def load_npy(path: str | os.PathLike, what: str, mmap: bool = False):
     With `mmap` the data is mapped, not read (for checking shapes and dtypes up front).
     """
     import numpy as np
-
-    from .errors import GlowError
 
     path = os.fspath(path)
     try:

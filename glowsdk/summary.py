@@ -14,6 +14,7 @@ from typing import Callable
 import numpy as np
 
 from .api import Network
+from .backends.registry import get_backend
 from .compiler.backend import Backend
 from .compiler.lowering.driver import lower_function
 from .compiler.partition.cost import node_macs
@@ -132,8 +133,6 @@ def summarize(network: Network, backends: dict[str, Backend],
 
 
 def _interpreter() -> Backend:
-    from .backends.registry import get_backend
-
     return get_backend("interpreter")
 
 

@@ -3,8 +3,8 @@
 `isa.config` holds the architecture parameters and presets; `isa.table` the ISA
 table, from which `isa.encoding` (16-byte instructions), `isa.asm` (assembly
 text), `isa.program` (registers and memory extents per instruction, program
-checks) and `isa.docgen` (vendor_guide/isa.md) are derived; `isa.numerics` the
-exact integer arithmetic the instructions' semantics use.
+checks) and `isa.docgen` (vendor_guide/isa.md) are derived; the exact integer
+arithmetic the instructions' semantics use is `glowsdk.numerics`, shared with the graph.
 """
 from .asm import assemble, disassemble, format_instr, parse_instr
 from .config import PRESETS, ArchConfig, config_hash, format_config, load_config, resolve_config

@@ -14,7 +14,6 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from glowsdk.graph.types import ElemKind
 from isa.config import PRESETS, ArchConfig, config_hash, resolve_config
 from isa.container import NpuBinary, read_npub
 from isa.npub_layout import ELEM_KINDS
@@ -26,8 +25,8 @@ from .errors import SimInputError
 from .results import SimResult
 from .simulator import simulate
 
-DTYPES = {name: ElemKind(name).dtype.newbyteorder("<") for name, _ in ELEM_KINDS.values()}
-"""The little-endian dtype of each element kind a tensor table names (isa/npub_layout.py)."""
+DTYPES = {name: np.dtype(name).newbyteorder("<") for name, _ in ELEM_KINDS.values()}
+"""The little-endian dtype of each element kind a tensor table names (isa/npub_layout.py: numpy's own names)."""
 
 
 @dataclass

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from glowsdk import numerics
 from isa import (BY_MNEMONIC, INSTR_BYTES, INSTRUCTIONS, AsmError, DecodeError, Engine, Instr, IsaError, assemble,
-                 decode, decode_program, disassemble, docgen, encode, encode_program, format_instr, make_instr,
-                 numerics)
+                 decode, decode_program, disassemble, docgen, encode, encode_program, format_instr, make_instr)
 from isa.behaviour import ONE_CYCLE, no_effect, no_extents
 from isa.errors import IsaTableError
 from isa.schema import SYNC_FIELDS, Field, InstrSpec, signed, unsigned, validate_table

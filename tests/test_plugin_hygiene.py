@@ -45,7 +45,7 @@ import numpy as np
 from glowsdk.compiler.backend import Backend, CompiledFunction
 from glowsdk.compiler.lowering.primitives import PRIMITIVES
 from glowsdk.graph.nodes.nn import Conv
-from glowsdk.graph.spec import define_node
+from glowsdk.graph.kinds import define_node
 from glowsdk.reference.evaluator import evaluate
 from glowsdk.reference.registry import KERNELS, kernel
 

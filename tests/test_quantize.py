@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from glowsdk import numerics
 from glowsdk.errors import GlowError
 from glowsdk.graph import ElemKind, Module, Type, nodes
 from glowsdk.graph.nodes import linalg, nn, quant
 from glowsdk.quantization import (ValueProfile, calibrated_range, choose_params)
 from glowsdk.reference.evaluator import evaluate
-from isa import numerics
 
 QI8, QI32, F32 = ElemKind.QINT8, ElemKind.QINT32, ElemKind.FLOAT32
 RNG = np.random.default_rng(0)

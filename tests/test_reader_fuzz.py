@@ -12,7 +12,8 @@ from fuzz.reader_harness import run_mutant
 from glowsdk.cli.main import main as cli_main
 from glowsdk.errors import GlowError
 from glowsdk.quantization import Profile, ValueProfile
-from glowsdk.quantization.profile import format_profile, load_profile
+from glowsdk.quantization.profile import format_profile
+from glowsdk.quantization.profile_reader import load_profile
 from isa import ConfigError, load_config
 
 

@@ -1,7 +1,7 @@
 """Every instruction's effect in the simulator against a reference written here from vendor_guide/isa.md.
 
 The references use plain Python integers and numpy int64 straight from the ISA reference's formulas,
-never `isa.numerics` or the simulator's helpers. Each case loads random operands through DRAM,
+never `glowsdk.numerics` or the simulator's helpers. Each case loads random operands through DRAM,
 runs the instruction (its engine's config instructions first) behind a dispatcher barrier, and
 compares the final SRAM or DRAM contents. A small convolution run as an implicit-im2col MATMUL is
 checked against onnx.reference's ConvInteger on the same int8 data (exact on every host, which

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import GraphError
 from ..names import fresh_name
 from .node import Constant, Node, NodeValue, Origin, Placeholder, Storage
+from .nodes.core import Save
 from .types import Type
 
 
@@ -156,8 +157,6 @@ class Function:
 
     def save(self, value: NodeValue, name: str) -> Placeholder:
         """Write `value` into a new output Placeholder called `name`."""
-        from .nodes.core import Save
-
         output = self.module.create_placeholder(name, value.type, is_output=True)
         self.create(Save, [value, output.result()], name=f"save_{output.name}")
         return output
@@ -192,8 +191,6 @@ class Function:
 
     def erase_dead(self) -> int:
         """Erase nodes whose results nobody uses (Saves are the roots); returns how many."""
-        from .nodes.core import Save
-
         erased = 0
         for node in reversed(list(self.nodes)):
             if not node.users and not isinstance(node, Save):
@@ -209,8 +206,6 @@ class Function:
         return [ph for ph in self.module.placeholders.values() if id(ph) in used and id(ph) not in saved]
 
     def output_placeholders(self) -> list[Placeholder]:
-        from .nodes.core import Save
-
         return [n.output.node for n in self.nodes if isinstance(n, Save)]
 
     def count_kinds(self) -> dict[str, int]:
@@ -246,8 +241,6 @@ class Function:
     # -- verification ---------------------------------------------------------------------
     def verify(self) -> None:
         """Check every invariant; raise GraphError naming the first offending node."""
-        from .nodes.core import Save
-
         self.topo_order()
         saved: dict[int, str] = {}
         for node in self.nodes:

@@ -1,7 +1,7 @@
 """Declarative node records (ClassGen, paper 3.7).
 
 A node kind is one `NodeSpec`: its operands, results, attributes, a result-type
-rule, an optional extra verify rule and a docstring. `define_node` turns the
+rule, an optional extra verify rule and a docstring. `kinds.define_node` turns the
 record into a `Node` subclass with named accessors; construction, verification,
 structural equality, cloning and printing all follow from the record, so adding
 a node kind is adding one `define_node(...)` call in `glowsdk/graph/nodes/`.
@@ -148,47 +148,6 @@ class NodeSpec:
 
 NODE_KINDS: dict[str, type["Node"]] = {}
 """Every declared node kind by name: the registry that passes, printers and backends read."""
-
-
-def define_node(name: str, operands_text: str, *, results: str = "result",
-                attrs: Sequence[Attr] = (), infer: TypeRule, verify: VerifyRule | None = None,
-                doc: str, family: str) -> type["Node"]:
-    """Declare a node kind and return its generated class.
-
-    `results` is a space-separated list of result names; a single name ending
-    in `*` means the type rule decides how many results there are.
-    """
-    from .node import Node  # the generated classes derive from Node
-
-    if name in NODE_KINDS:
-        raise ValueError(f"node kind {name} is declared twice")
-    result_names = tuple(results.split())
-    variadic_results = len(result_names) == 1 and result_names[0].endswith("*")
-    if variadic_results:
-        result_names = (result_names[0][:-1],)
-    spec = NodeSpec(name, operands(operands_text), result_names, tuple(attrs), infer, verify,
-                    doc.strip(), family, variadic_results)
-    reserved = set(dir(Node))
-    clashes = [o.name for o in spec.operands if o.name in reserved] + \
-        [a.name for a in spec.attrs if a.name in reserved]
-    if clashes:
-        raise ValueError(f"{name}: operand/attribute names {clashes} would hide Node members")
-    namespace: dict[str, Any] = {"spec": spec, "__doc__": spec.doc, "__slots__": ()}
-    for index, operand in enumerate(spec.operands):
-        namespace[operand.name] = _operand_property(index, operand)
-    for attr in spec.attrs:
-        if attr.name in namespace:
-            raise ValueError(f"{name}: attribute '{attr.name}' clashes with an operand")
-        namespace[attr.name] = property(lambda self, _n=attr.name: self.attrs[_n], doc=attr.doc)
-    cls = type(name, (Node,), namespace)
-    NODE_KINDS[name] = cls
-    return cls
-
-
-def _operand_property(index: int, operand: Operand) -> property:
-    if operand.variadic:
-        return property(lambda self: self.inputs[index:], doc=f"variadic operand {operand.name}")
-    return property(lambda self: self.inputs[index], doc=f"operand {operand.name}")
 
 
 def int_attr(name: str, default: Any = REQUIRED, doc: str = "") -> Attr:

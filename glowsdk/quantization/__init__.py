@@ -16,7 +16,8 @@ from .convert import QuantizationConfig, QuantizationReport, quantize_function
 from .histogram import DEFAULT_BINS, Histogram
 from .instrument import PREFIX, instrument_for_profiling, profiled_values
 from .params import CALIBRATIONS, SCHEMAS, calibrated_range, choose_params
-from .profile import FORMAT, VERSION, Profile, ValueProfile, format_profile, load_profile, save_profile
+from .profile import FORMAT, VERSION, Profile, ValueProfile, format_profile, save_profile
+from .profile_reader import load_profile
 
 __all__ = ["AccuracyReport", "CALIBRATIONS", "DEFAULT_BINS", "FORMAT", "PREFIX", "SCHEMAS", "VERSION",
            "CalibrationSet", "Histogram", "OutputAccuracy", "Profile", "QuantizationConfig",

@@ -17,10 +17,12 @@ from typing import Iterator
 
 import numpy as np
 
+from ..compiler.backend import TensorInfo
 from ..errors import GlowError, InputError
 from ..files import load_npy, safe_file_name
 from ..graph.node import Placeholder
 from ..reference.evaluator import check_input
+from ..zoo import random_inputs
 
 
 @dataclass
@@ -38,9 +40,6 @@ class CalibrationSet:
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         if self.files is None:
-            from ..compiler.backend import TensorInfo
-            from ..zoo import random_inputs
-
             infos = [TensorInfo(p.name, p.type) for p in self.inputs]
             seeds = np.random.SeedSequence(self.seed).generate_state(self.count)
             for seed in seeds:

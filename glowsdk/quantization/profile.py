@@ -53,6 +53,7 @@ import numpy as np
 from ..errors import GlowError
 from ..files import atomic_write
 from ..graph.function import Function
+from ..version import __version__
 from .histogram import DEFAULT_BINS, Histogram
 from .instrument import profiled_values
 
@@ -121,8 +122,6 @@ class Profile:
 
     def __post_init__(self) -> None:
         if not self.glowsdk_version:
-            from .. import __version__
-
             self.glowsdk_version = __version__
 
     def __getitem__(self, name: str) -> ValueProfile:
@@ -257,9 +256,3 @@ def save_profile(profile: Profile, path: str | os.PathLike) -> None:
     except OSError as err:
         raise GlowError(f"{os.fspath(path)}: cannot write the profile ({err.strerror or err})") from None
 
-
-def load_profile(path: str | os.PathLike) -> Profile:
-    """Read a profile file; GlowError naming the file and the offending key on any problem."""
-    from .profile_reader import read_profile
-
-    return read_profile(os.fspath(path))

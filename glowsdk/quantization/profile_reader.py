@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -75,8 +76,10 @@ def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-def read_profile(path: str) -> Profile:
-    """The Profile in the file at `path` (see `profile.py` for the format)."""
+def load_profile(path: str | os.PathLike) -> Profile:
+    """The Profile in the file at `path` (see `profile.py` for the format); GlowError naming the file and the
+    offending key on any problem."""
+    path = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()

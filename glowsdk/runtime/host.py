@@ -25,6 +25,7 @@ from typing import Self
 
 import numpy as np
 
+from ..backends.registry import get_backend
 from ..errors import GlowError
 from ..graph.function import Function
 from ..quantization import QuantizationConfig, calibration_random, collect_profile
@@ -89,8 +90,6 @@ class HostManager:
         try:
             npu = None
             if self.provisioner.of_kind(NPU):
-                from ..backends.registry import get_backend
-
                 npu = get_backend("npu")
                 if quantization is None:
                     quantization = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))

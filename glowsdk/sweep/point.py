@@ -11,6 +11,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from sim.binding import run_binary
+
+from .. import api
+from ..backends.npu.backend import NpuFunction
+from ..backends.registry import get_backend
+from ..compiler.backend import CompileOptions
+from ..compiler.pipeline import compile_function
 from ..errors import GlowError
 from ..quantization import QuantizationConfig
 from .grid import Point
@@ -42,8 +49,6 @@ class PreparedModel:
 @functools.lru_cache(maxsize=4)
 def load_model(spec: ModelSpec):
     """The imported model, once per worker process (the compile works on a copy)."""
-    from .. import api
-
     return api.load(spec.name, batch=spec.batch, random_weights=spec.random_weights)
 
 
@@ -61,13 +66,6 @@ def run_point(model: PreparedModel, point: Point) -> dict[str, Any]:
 
 
 def _measure(model: PreparedModel, point: Point) -> dict[str, Any]:
-    from sim.binding import run_binary
-
-    from ..backends.npu.backend import NpuFunction
-    from ..backends.registry import get_backend
-    from ..compiler.backend import CompileOptions
-    from ..compiler.pipeline import compile_function
-
     network = load_model(model.spec)
     start = time.perf_counter()
     # no fallback: a point whose model does not run whole on the NPU has no NPU figures to compare

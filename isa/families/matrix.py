@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import numerics
+from glowsdk import numerics
+
 from ..behaviour import Extent, ProgramError, Registers, State, Timing, Write, strided, write_to
 
 if TYPE_CHECKING:

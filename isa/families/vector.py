@@ -1,7 +1,7 @@
 """The vector engine's instructions: semantics, memory extents and lane work, per record of the ISA table.
 
 Each semantics works on whole tensors (strided views, reductions), never per element, with the
-rounding and saturation rules of `isa.numerics`. Each instruction's cycles are the pipeline fill
+rounding and saturation rules of `glowsdk.numerics`. Each instruction's cycles are the pipeline fill
 plus its lane work (`behaviour.lanes`), so its timing is that work.
 """
 from __future__ import annotations
@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .. import numerics
+from glowsdk import numerics
+
 from ..behaviour import (ExecutionFault, Extent, ProgramError, Registers, State, Write, read, sram, sram_extent,
                          strided, write_to)
 

@@ -174,7 +174,7 @@ def run_config(data: bytes, suffix: str, folder: str, cli: bool) -> Outcome:
 
 
 def run_profile(data: bytes, folder: str) -> Outcome:
-    from glowsdk.quantization.profile import load_profile
+    from glowsdk.quantization.profile_reader import load_profile
 
     path = os.path.join(folder, "profile.json")
     with open(path, "wb") as f:

@@ -11,10 +11,11 @@ import onnx
 import pytest
 
 import glowsdk
+from glowsdk import numerics
 from glowsdk.backends.npu.gemm import AddTensor, Clamp8, Lut8, Rescale8, compact, vector_passes
 from glowsdk.cli.main import main
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
-from isa import PRESETS, numerics
+from isa import PRESETS
 from isa.roofline import from_metadata
 from sim.binding import run_binary
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import os
 
-from ... import __version__
 from ...compiler.backend import CompiledFunction
 from ...errors import GlowError, UnsupportedError
 from ...files import atomic_write
+from ...version import __version__
 from .image import ALIGNMENT, Binding, CpuImage
 
 FILES = ("bundle.o", "bundle.weights", "bundle.h")

@@ -45,6 +45,7 @@ import numpy as np
 from ...errors import GlowError
 from ...graph.function import Function
 from ...graph.node import Constant, Placeholder
+from ...version import __version__
 from .image import CpuImage
 from .image_file import FORMAT_VERSION, ImageFileError, describe_image, digests, read_image, write_image
 from .jit import host_cpu
@@ -111,8 +112,6 @@ def _budget_mb() -> int:
 @lru_cache(maxsize=1)
 def compiler_identity() -> str:
     """glowsdk's version and a digest of its sources, LLVM's and llvmlite's versions, this CPU."""
-    from ... import __version__
-
     package = Path(__file__).parents[2]
     digest = hashlib.sha256()
     for path in sorted(package.rglob("*.py")):

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ...errors import GlowError
+from ...table import format_table
 from .codegen.counters import COUNTERS, CYCLES
 
 CALIBRATION_SECONDS = 0.05
@@ -91,8 +92,6 @@ def _model_node(compiled: Any, instrs: list) -> tuple[str, str]:
 
 def format_profile(times: list[StepTime], top: int = 25) -> str:
     """The `top` slowest steps as a table, then the time per kind and the total."""
-    from ...table import format_table
-
     total = sum(t.milliseconds for t in times) or 1.0
     rows = [[t.node, t.op, t.name, t.kinds, f"{t.milliseconds:.3f}", f"{100 * t.milliseconds / total:.1f}",
              f"{t.gflops:.1f}" if t.gflops else ""] for t in times[:top]]

@@ -28,11 +28,11 @@ from typing import Callable, Sequence
 import numpy as np
 
 from isa.config import ArchConfig
-from isa.numerics import requantize
 from isa.program import LUT_BYTES
 from isa.roofline import Workload
 from sim.timing import matmul_cycles
 
+from ...numerics import requantize
 from .pipeline import Spec, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor

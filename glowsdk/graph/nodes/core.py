@@ -1,8 +1,9 @@
 """Core node kinds: writing results out, and tensors built from attributes."""
 from __future__ import annotations
 
+from ..kinds import define_node
 from ..node import Node, Placeholder
-from ..spec import define_node, elem_attr, float_attr, ints_attr
+from ..spec import elem_attr, float_attr, ints_attr
 from ..types import Type
 
 

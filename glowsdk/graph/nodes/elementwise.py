@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from ..kinds import define_node
 from ..node import Node
-from ..spec import Attr, bool_attr, define_node, elem_attr, float_attr, str_attr
+from ..spec import Attr, bool_attr, elem_attr, float_attr, str_attr
 from ..types import ElemKind, Type, broadcast_shapes
 from .rules import (accumulator_type, broadcast_to, is_bool, is_float, is_numeric, is_numeric_or_quantized,
                     require_elem, same_as)

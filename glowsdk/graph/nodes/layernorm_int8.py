@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa import numerics
+from ... import numerics
 
 VAR_BITS = 14
 """Fraction bits of the variance: 255^2 * 2^14 < 2^31, so W fits int32 whatever D."""

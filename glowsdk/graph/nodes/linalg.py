@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..kinds import define_node
 from ..node import Node
-from ..spec import bool_attr, define_node, float_attr, str_attr
+from ..spec import bool_attr, float_attr, str_attr
 from ..types import Type, broadcast_shapes
 from .rules import accumulator_type, is_numeric, is_numeric_or_quantized, require_elem, require_same_elem
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..kinds import define_node
 from ..node import Node
-from ..spec import bool_attr, define_node, elem_attr, float_attr, int_attr, ints_attr
+from ..spec import bool_attr, elem_attr, float_attr, int_attr, ints_attr
 from ..types import ElemKind, Type, broadcast_shapes
 from .rules import (accumulator_type, is_float, is_numeric_or_quantized, is_quantized_byte, require_elem,
                     require_same_elem, same_as)

@@ -5,7 +5,7 @@ A quantized type carries one scale and one offset: value = (q - offset) * scale.
 Rounding is always half to even and every conversion into an integer kind
 saturates to that kind's range. Integer requantization uses a fixed-point
 multiplier and shift (`fixed_point_multiplier`), the rule an integer-only device
-implements (the NPU's REQUANT, isa/numerics.py). Quantized values travel as their raw integers;
+implements (the NPU's REQUANT, glowsdk/numerics.py). Quantized values travel as their raw integers;
 `Reinterpret` attaches or strips the scale and offset without touching them.
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from isa import numerics
-
+from ... import numerics
+from ..kinds import define_node
 from ..node import Node, NodeValue
-from ..spec import define_node, elem_attr, int_attr, ints_attr, type_attr
+from ..spec import elem_attr, int_attr, ints_attr, type_attr
 from ..types import ElemKind, Type, broadcast_shapes
 from .nn import windowed_shape
 from .rules import is_float, require_elem

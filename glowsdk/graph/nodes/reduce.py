@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..kinds import define_node
 from ..node import Node
-from ..spec import bool_attr, define_node, int_attr, ints_attr
+from ..spec import bool_attr, int_attr, ints_attr
 from ..types import ElemKind, Type
 from .rules import is_float, is_numeric, normalise_axis, require_elem
 

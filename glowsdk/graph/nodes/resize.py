@@ -8,8 +8,9 @@ their defaults, so equal resizes compare equal.
 """
 from __future__ import annotations
 
+from ..kinds import define_node
 from ..node import Node
-from ..spec import bool_attr, define_node, float_attr, floats_attr, ints_attr, str_attr
+from ..spec import bool_attr, float_attr, floats_attr, ints_attr, str_attr
 from ..types import Type
 from .rules import is_numeric, require_elem
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..kinds import define_node
 from ..node import Node
-from ..spec import Attr, bool_attr, define_node, float_attr, floats_attr, int_attr, str_attr, strs_attr
+from ..spec import Attr, bool_attr, float_attr, floats_attr, int_attr, str_attr, strs_attr
 from ..types import ElemKind, Type
 from .rules import is_float, require_elem
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 
+from ..kinds import define_node
 from ..node import Node
-from ..spec import bool_attr, define_node, float_attr, int_attr, ints_attr, str_attr
+from ..spec import bool_attr, float_attr, int_attr, ints_attr, str_attr
 from ..types import Type, broadcast_shapes
 from .rules import is_index, require_elem
 

@@ -6,8 +6,9 @@ and a lowering rule onto primitives, so no backend implements a gradient kernel.
 """
 from __future__ import annotations
 
+from ..kinds import define_node
 from ..node import Node
-from ..spec import bool_attr, define_node, float_attr, ints_attr
+from ..spec import bool_attr, float_attr, ints_attr
 from ..types import Type
 from .nn import windowed_shape
 from .rules import is_float, is_index, require_elem, require_same_elem, same_as

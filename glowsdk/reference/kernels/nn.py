@@ -12,8 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
-from isa import numerics
 
+from ... import numerics
 from ...graph.nodes import linalg, nn, quant
 from ...graph.nodes.lrn_int8 import lrn_table
 from ...graph.types import ElemKind

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa import numerics
 
+from ... import numerics
 from ...graph.nodes import quant
 from ...graph.nodes.layernorm_int8 import integer_layernorm
 from ...graph.types import Type

@@ -6,7 +6,7 @@ with the Clamp after it like any float chain. Quantized values are their raw
 integers (stored like int8, uint8, int32); the scale and offset of each operand
 are compile-time constants taken from its type, so a Rescale's fixed-point
 multiplier and shift are immediates. The rules are primitives.md's, bit-exact
-with the reference kernels (reference/kernels/quant.py, isa/numerics.py):
+with the reference kernels (reference/kernels/quant.py, glowsdk/numerics.py):
 integer work is exact in i32 (8-bit kinds) or i64, rounding is half to even, and
 every narrowing saturates. A per-channel type (one scale and offset per index
 along an axis) puts its constants in tables indexed by the element's channel,

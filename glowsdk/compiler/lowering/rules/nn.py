@@ -244,7 +244,7 @@ def _shifted_exp_sum(b: Lowerer, x: NodeValue,
 
 
 def _divide_rounded(b: Lowerer, a: NodeValue, d: NodeValue) -> NodeValue:
-    """a / d rounded half to even, for int64 a >= 0 and d > 0 (isa.numerics.rounded_average)."""
+    """a / d rounded half to even, for int64 a >= 0 and d > 0 (glowsdk.numerics.rounded_average)."""
     i64 = ElemKind.INT64
     floor = b.add(ew.Div, a, d)
     twice = b.add(ew.Mul, b.add(ew.Sub, a, b.add(ew.Mul, floor, d)), b.scalar(2, i64))

@@ -1,9 +1,10 @@
-"""The exact integer arithmetic of the NPU's instructions, as vectorised numpy.
+"""The exact integer arithmetic of quantized values and of the NPU's instructions, as vectorised numpy.
 
 The ISA table states each instruction's semantics in words; these functions
-are the same rules as code, so the simulator and any bit-exact model of the
-NPU (the interpreter's integer path, the compiler's constant folder) share one
-definition of rounding and saturation. All work in int64, which holds every
+are the same rules as code, so the NPU's instructions (isa/families/), the
+graph's integer nodes, the reference kernels and the compiler's constant folder
+share one definition of rounding and saturation. It sits at the bottom of the
+layers, beside errors.py, so each of them reaches it without importing another. All work in int64, which holds every
 intermediate exactly: |x * M| < 2^62 for an int32 x and a 31-bit multiplier.
 """
 from __future__ import annotations
