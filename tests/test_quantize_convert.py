@@ -83,6 +83,15 @@ def test_the_network_becomes_one_integer_island(small, schema, calibration):
     assert biases and all(b.type.elem is ElemKind.QINT32 for b in biases)
 
 
+def test_a_convolution_only_an_add_reads_is_requantized_once_into_the_add_type(small):
+    network, profile = small
+    fn = quantized_graph(network, QuantizationConfig(profile))
+    [add] = [n for n in fn.nodes if n.kind == "Add" and n.type.elem is QI8]  # the residual one
+    from_conv = next(v.node for v in add.inputs if v.node.kind == "Rescale" and v.node.input.node.kind == "Conv")
+    assert from_conv.input.type.elem is ElemKind.QINT32 and from_conv.type == add.type  # no Rescale(Rescale(acc))
+    assert [n.kind for n in from_conv.input.node.users] == ["Rescale"]
+
+
 @pytest.mark.parametrize("schema", ["asymmetric", "symmetric", "symmetric-uint8", "power2"])
 def test_quantized_outputs_stay_close_to_float(small, schema):
     network, profile = small

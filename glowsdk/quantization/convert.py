@@ -372,8 +372,30 @@ def dequantize_accumulators(function: Function, backend: Backend) -> int:
 
 # -- the rules ------------------------------------------------------------------------------------
 def _requantized(q: Quantizer, accumulator: NodeValue, result: NodeValue) -> NodeValue | None:
-    out = q.activation_type(result)
+    out = _reader_type(q, result) or q.activation_type(result)
     return None if out is None else q.add(quant.Rescale, accumulator, result_type=out)
+
+
+def _reader_type(q: Quantizer, result: NodeValue) -> Type | None:
+    """The type the same-type Add or Sub that is `result`'s only reader works in, if it has one: the accumulator
+    is then requantized once, straight into it, where its own type would clip it to its calibrated range (a clamp
+    the float graph does not have; the Add's type holds that range) and the Add would rescale it again."""
+    users = list(result.node.users)
+    if len(users) != 1 or users[0].kind not in ("Add", "Sub") or not q._quantizable(users[0]) or any(
+            _mask(v) is not None or q.is_mask_input(v) for v in users[0].inputs):
+        return None
+    shared = _shared_type(q, users[0])
+    return None if shared is None else shared.with_shape(result.type.shape)
+
+
+def _shared_type(q: Quantizer, node: Node) -> Type | None:
+    """The type of a same-type Add or Sub: one holding its operands' ranges and its result's (an operand may reach
+    further than the sum: x + (-x)); None without a profile for each."""
+    out = q.activation_type(node.result())
+    operands = [q.constant_type(v) if isinstance(v.node, Constant) else q.activation_type(v) for v in node.inputs]
+    if out is None or None in operands:
+        return None
+    return quant.covering_type([*operands, out], out.shape)
 
 
 @RULES.register(nn.Conv)
@@ -503,18 +525,16 @@ APPLIES: dict[str, Callable[[Node], bool]] = {"Div": lambda node: _positive_scal
 
 @RULES.register(ew.Add, ew.Sub)
 def _common_type(q: Quantizer, node: Node) -> NodeValue | None:
-    """Operands and result share a type holding the operands' and the result's ranges (an operand may reach
-    further than the sum: x + (-x)), then the sum is requantized to the result's type if that differs; an Add of
-    an attention mask is `_masked_add`."""
+    """Operands and result share a type (`_shared_type`), then the sum is requantized to the result's type if that
+    differs; an Add of an attention mask is `_masked_add`."""
     if node.kind == "Add":
         masked = _masked_add(q, node)
         if masked is not None:
             return masked
-    out = q.activation_type(node.result())
-    operands = [q.constant_type(v) if isinstance(v.node, Constant) else q.activation_type(v) for v in node.inputs]
-    if out is None or None in operands:
+    common = _shared_type(q, node)
+    if common is None:
         return None
-    common = quant.covering_type([*operands, out], out.shape)
+    out = q.activation_type(node.result())
     result = q.add(type(node), *(q.quantize(v, common) for v in node.inputs))
     return result if common == out else q.add(quant.Rescale, result, result_type=out)
 

@@ -61,6 +61,20 @@ def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():
     assert not wide[1].folded and vector_passes(wide) == 1 + 1 + 2
 
 
+def test_an_add_zero_point_moves_into_the_table_after_it_where_that_table_is_flat():
+    relu = Lut8.of([Rescale8(1 << 30, 0, -41, -128), Clamp8(-128, 127)])  # the Add's type to a ReLU'd one
+    table = np.frombuffer(relu.table, np.int8).astype(np.int64)
+    assert table[:41].tolist() == [-128] * 41  # flat below the zero point -41
+    chain = compact([AddTensor(None, -41), relu])  # no table before the Add to take its zero point
+    assert chain[0].folded and vector_passes(chain) == 1 + 1 + 1  # REQUANT, VADD, the table
+    q, x = np.meshgrid(np.arange(-128, 128), np.arange(-128, 128))
+    want = table[np.clip(q + x + 41, -128, 127) + 128]  # the Add's VADD and VSUBI, then the table
+    got = np.frombuffer(chain[1].table, np.int8).astype(np.int64)[np.clip(q + x, -128, 127) + 128]
+    np.testing.assert_array_equal(got, want)
+    steep = compact([AddTensor(None, 5), Lut8((np.arange(256) - 128).astype(np.int8).tobytes())])
+    assert not steep[0].folded  # the identity is flat nowhere: VADD, VSUBI
+
+
 def test_roofline_bound_of_one_convolution_is_the_closed_form():
     b = NetBuilder((1, 32, 14, 14))
     network = b.network(b.conv("x", 32, 64, 3, 1, 1, relu=False))

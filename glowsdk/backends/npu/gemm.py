@@ -133,7 +133,8 @@ class Lut8:
 @dataclass(frozen=True)
 class AddTensor:
     """A same-type Add of another NHWC int8 tensor: saturate(q + x - zero), x rescaled first by `pre`. With
-    `folded`, a table before it already subtracted `zero` from one side: one saturating int8 VADD."""
+    `folded`, a table before it already subtracted `zero` from one side, or the table after it takes `zero` into
+    account (`_fold_zero_after`): one saturating int8 VADD."""
 
     operand: Image
     zero: int
@@ -161,7 +162,30 @@ def compact(epilogue: Sequence[EpilogueOp]) -> tuple[EpilogueOp, ...]:
             op = _fold_zero(op, out)
         if op is not None:
             out.append(op)
-    return tuple(out)
+    return tuple(_fold_zero_after(out))
+
+
+def _fold_zero_after(chain: list[EpilogueOp]) -> list[EpilogueOp]:
+    """The chain with the zero point of each Add no table before it took moved into the step after it, a table T
+    (a clamp made one): sat(q + x) then T'[s] = T[sat(s - zero)]. Exact where T is flat over each range the
+    earlier saturation merges: q + x past 127 is s = 127 (sat(q + x - zero) from sat(128 - zero) up), past -128
+    is s = -128; a ReLU's table is flat below its zero, which a residual Add's negative zero point sends there."""
+    out = list(chain)
+    for k in range(len(out) - 1):
+        add, after = out[k], out[k + 1]
+        if not isinstance(add, AddTensor) or add.folded or not isinstance(after, (Lut8, Clamp8)):
+            continue
+        table = np.frombuffer(Lut8.of([after]).table, np.int8).astype(np.int64)
+        z = add.zero
+
+        def flat(lo: int, hi: int) -> bool:
+            lo, hi = (int(np.clip(v, -128, 127)) + 128 for v in (lo, hi))
+            return bool((table[lo:hi + 1] == table[lo]).all())
+
+        if flat(127 - z, 254 - z) and flat(-256 - z, -128 - z):
+            shifted = table[np.clip(np.arange(-128, 128) - z, -128, 127) + 128]
+            out[k], out[k + 1] = replace(add, folded=True), Lut8(shifted.astype(np.int8).tobytes())
+    return out
 
 
 def _fold_zero(add: AddTensor, before: list[EpilogueOp]) -> AddTensor:
