@@ -121,6 +121,9 @@ class RaceChecker:
         wait, and count it on its unit."""
         unit = step.engine
         own = join(self.clocks[unit], dispatched) if dispatched else list(self.clocks[unit])
+        before = self.protocol.previous_wait.get(step.index)
+        if before is not None and not self._seen(own, self.steps[before]):
+            raise self._semaphore_race(step, self.steps[before], step.wait[0], cycle, "can overtake the wait of")
         for signal in self.protocol.consumes.get(step.index, ()):
             theirs = self.signalled.get(signal)
             if theirs is None:  # the checks at each signal make this unreachable; kept as the last word
@@ -128,9 +131,6 @@ class RaceChecker:
             own = join(own, theirs)
         own[_SLOT[unit]] = self.epochs[step.index]
         self.clocks[unit] = own
-        before = self.protocol.previous_wait.get(step.index)
-        if before is not None and not self._seen(own, self.steps[before]):
-            raise self._semaphore_race(step, self.steps[before], step.wait[0], cycle, "can overtake the wait of")
 
     def signal(self, step: Step, cycle: int) -> None:
         """`step` signals: keep its clock; it must follow every earlier signal whose tokens it could take over."""

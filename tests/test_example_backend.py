@@ -1,16 +1,14 @@
 """The vendor guide's worked example, installed as a vendor ships it and used through the entry point.
 
 The fixture pip-installs vendor_guide/example_backend (the imaginary TinyVec-1:
-float32 element-wise, MatMul and 2-D Conv only) into this environment, offline,
-and uninstalls it afterwards. Its outputs are compared with the interpreter's;
+float32 element-wise, MatMul and 2-D Conv only) offline into a folder of its own
+(tests/plugin_install.py). Its outputs are compared with the interpreter's;
 through the host runtime, what the chip cannot run falls back to the CPU.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from plugin_install import environment_with, install_plugin
 
 import glowsdk
 from glowsdk.backends import get_backend
@@ -26,31 +25,16 @@ from glowsdk.errors import UnsupportedOpsError
 from glowsdk.runtime import CpuDeviceManager
 
 PACKAGE = Path(__file__).resolve().parent.parent / "vendor_guide" / "example_backend"
-DISTRIBUTION = "tinyvec-backend"
-
-
-def _pip(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", *args, "--disable-pip-version-check"],
-                          capture_output=True, text=True, timeout=300)
-
-
-def _forget() -> None:
-    _pip("uninstall", "--yes", DISTRIBUTION)
-    for name in [m for m in sys.modules if m.split(".")[0] == "tinyvec_backend"]:
-        del sys.modules[name]
-    importlib.invalidate_caches()
 
 
 @pytest.fixture(scope="module")
-def tinyvec(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Backend:
-    """The installed example's backend; built from a copy so the guide's folder stays clean."""
-    source = tmp_path_factory.mktemp("tinyvec") / "example_backend"
-    shutil.copytree(PACKAGE, source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
-    request.addfinalizer(_forget)
-    installed = _pip("install", "--no-deps", "--no-build-isolation", "--no-index", "--no-cache-dir", "--quiet",
-                     str(source))
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    importlib.invalidate_caches()
+def tinyvec_site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the example is installed (tests/plugin_install.py); built from a copy so the guide's folder stays clean."""
+    return install_plugin(request, tmp_path_factory, PACKAGE, "tinyvec_backend")
+
+
+@pytest.fixture(scope="module")
+def tinyvec(tinyvec_site: Path) -> Backend:
     return get_backend("tinyvec")
 
 
@@ -78,9 +62,9 @@ def _interpreter(network: glowsdk.Network, feeds: dict) -> dict:
     return glowsdk.compile(network, target="interpreter").run(feeds)
 
 
-def test_listed_through_its_entry_point(tinyvec: Backend) -> None:
+def test_listed_through_its_entry_point(tinyvec: Backend, tinyvec_site: Path) -> None:
     listed = subprocess.run([sys.executable, "-m", "glowsdk", "backends"], capture_output=True, text=True,
-                            timeout=120)
+                            timeout=120, env=environment_with(tinyvec_site))
     assert listed.returncode == 0, listed.stderr
     assert "tinyvec  (tinyvec_backend:TinyVecBackend)" in listed.stdout
     assert "primitives (9 of" in listed.stdout.split("tinyvec  (")[1]
@@ -135,11 +119,11 @@ def test_squeezenet_on_the_host_runtime_falls_back_to_the_cpu(tinyvec: Backend) 
     assert set(response.devices.values()) == {"tinyvec0", "cpu0"} and response.device_seconds > 0
 
 
-def test_conformance_matrix(tinyvec: Backend, tmp_path: Path) -> None:
+def test_conformance_matrix(tinyvec_site: Path, tmp_path: Path) -> None:
     report = tmp_path / "tinyvec.json"
     run = subprocess.run([sys.executable, "-m", "glowsdk", "conformance", "--target", "tinyvec", "--suite",
                           "primitives", "--json", str(report), "--strict"], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env=environment_with(tinyvec_site))
     assert run.returncode == 0, run.stdout + run.stderr
     matrix = json.loads(report.read_text())["primitives"]["matrix"]
     for name in ("Add", "Sub", "Mul", "Div", "Max", "Min", "MatMul", "Reshape"):

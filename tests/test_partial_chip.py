@@ -7,10 +7,6 @@ lowered graph's matrix nodes (the plugin's compile refuses anything but its thre
 """
 from __future__ import annotations
 
-import importlib
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +15,7 @@ import onnxruntime as ort
 import pytest
 from exported_models import EXPORTED_MODELS, exported_model, model_inputs
 from onnx import TensorProto, helper
+from plugin_install import install_plugin
 
 import glowsdk
 from glowsdk.backends import get_backend
@@ -28,31 +25,12 @@ from glowsdk.compiler.partition.hetero import PartitionedFunction
 from glowsdk.compiler.partition.placement import TARGET
 
 PLUGIN = Path(__file__).parent / "mac_chip_plugin"
-DISTRIBUTION = "macarray-backend"
-
-
-def _pip(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", *args, "--disable-pip-version-check"],
-                          capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
 def macarray(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Backend:
-    """The plugin, pip-installed offline from a copy (the source tree stays clean), removed afterwards."""
-    source = tmp_path_factory.mktemp("macarray") / "plugin"
-    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
-
-    def forget() -> None:
-        _pip("uninstall", "--yes", DISTRIBUTION)
-        for name in [m for m in sys.modules if m.split(".")[0] == "macarray_backend"]:
-            del sys.modules[name]
-        importlib.invalidate_caches()
-
-    request.addfinalizer(forget)
-    installed = _pip("install", "--no-deps", "--no-build-isolation", "--no-index", "--no-cache-dir", "--quiet",
-                     str(source))
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    importlib.invalidate_caches()
+    """The plugin, pip-installed offline into a folder of its own (tests/plugin_install.py)."""
+    install_plugin(request, tmp_path_factory, PLUGIN, "macarray_backend")
     return get_backend("macarray")
 
 

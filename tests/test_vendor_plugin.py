@@ -1,15 +1,12 @@
 """A vendor's backend, installed the way a vendor ships it, found through the entry point alone.
 
 The fixture pip-installs tests/vendor_plugin (the imaginary Acme NPU-1 backend)
-into this environment, offline, and uninstalls it when the module's tests are
-done. Nothing below imports the plugin: everything goes through `glowsdk
+offline into a folder of its own (tests/plugin_install.py). Nothing below imports the plugin: everything goes through `glowsdk
 backends`, `get_backend("acme")` and `glowsdk.compile(..., target="acme")`.
 """
 from __future__ import annotations
 
-import importlib
 import re
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -20,6 +17,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from plugin_install import environment_with, install_plugin
 
 import glowsdk
 from glowsdk.backends import get_backend
@@ -28,12 +26,6 @@ from glowsdk.compiler.pipeline import compile_function
 from glowsdk.errors import UnsupportedError, UnsupportedOpsError
 
 PLUGIN = Path(__file__).parent / "vendor_plugin"
-DISTRIBUTION = "acme-npu-backend"
-
-
-def _pip(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", *args, "--disable-pip-version-check"],
-                          capture_output=True, text=True, timeout=300)
 
 
 def _why_wheels_cannot_be_built() -> str | None:
@@ -51,25 +43,17 @@ def _why_wheels_cannot_be_built() -> str | None:
     return None
 
 
-def _forget_plugin() -> None:
-    _pip("uninstall", "--yes", DISTRIBUTION)
-    for name in [m for m in sys.modules if m.split(".")[0] == "acme_npu_backend"]:
-        del sys.modules[name]
-    importlib.invalidate_caches()
+@pytest.fixture(scope="module")
+def acme_site(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the plugin is installed (tests/plugin_install.py); built from a copy so the source tree stays clean."""
+    reason = _why_wheels_cannot_be_built()
+    assert reason is None, f"{reason}: install the test extra (pip install -e \".[test]\"), which requires it"
+    return install_plugin(request, tmp_path_factory, PLUGIN, "acme_npu_backend")
 
 
 @pytest.fixture(scope="module")
-def acme(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Backend:
-    """The installed plugin's backend; the build happens in a copy so the source tree stays clean."""
-    reason = _why_wheels_cannot_be_built()
-    assert reason is None, f"{reason}: install the test extra (pip install -e \".[test]\"), which requires it"
-    source = tmp_path_factory.mktemp("acme") / "vendor_plugin"
-    shutil.copytree(PLUGIN, source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
-    request.addfinalizer(_forget_plugin)
-    installed = _pip("install", "--no-deps", "--no-build-isolation", "--no-index", "--no-cache-dir",
-                     "--quiet", str(source))
-    assert installed.returncode == 0, installed.stdout + installed.stderr
-    importlib.invalidate_caches()
+def acme(acme_site: Path) -> Backend:
+    """The installed plugin's backend, found through its entry point."""
     return get_backend("acme")
 
 
@@ -125,8 +109,9 @@ def _compare(network: glowsdk.Network, **options) -> tuple[CompiledFunction, Cou
     return on_acme.compiled, received
 
 
-def test_cli_lists_the_installed_backend(acme: Backend) -> None:
+def test_cli_lists_the_installed_backend(acme_site: Path) -> None:
     listed = subprocess.run([sys.executable, "-m", "glowsdk", "backends"], capture_output=True, text=True,
+                            env=environment_with(acme_site),
                             timeout=120)
     assert listed.returncode == 0, listed.stderr
     assert re.search(r"^acme\b.*acme_npu_backend:AcmeBackend", listed.stdout, re.M), listed.stdout
