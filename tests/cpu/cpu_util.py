@@ -49,8 +49,17 @@ def make(inputs: Sequence[tuple[Sequence[int], ElemKind]], build: Build) -> Func
     return fn
 
 
+def threaded(threads: int, **extra) -> dict:
+    """Backend options for `threads` threads that share every kernel that can be shared: the tests'
+    small shapes fall under the default split_min_us, and they are here to test the sharing."""
+    return {"threads": threads, **({"split_min_us": 0} if threads > 1 else {}), **extra}
+
+
 def run_both(fn: Function, feeds: dict[str, np.ndarray], **extra) -> tuple[dict, dict, object]:
-    """Outputs on cpu and on the interpreter, and the cpu compiled function."""
+    """Outputs on cpu and on the interpreter, and the cpu compiled function (with `threads`, every
+    kernel that can be is shared: see threaded)."""
+    if "threads" in extra:
+        extra = threaded(**extra)
     cpu = compile_function(fn, get_backend("cpu"), CompileOptions(extra=extra))
     want = compile_function(fn, get_backend("interpreter")).execute(feeds)
     return cpu.execute(feeds), want, cpu

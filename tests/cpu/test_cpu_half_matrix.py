@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import glowsdk
-from cpu_util import make, random_array, run_both
+from cpu_util import make, random_array, run_both, threaded
 from glowsdk.backends import get_backend
 from glowsdk.compiler.backend import CompileOptions
 from glowsdk.compiler.pipeline import compile_function
@@ -137,7 +137,7 @@ def test_threads_share_planes(kind, threads):
 
     single = check_half([image, weights], kind, build)
     fn = make([(image, kind), (weights, kind)], build)
-    many = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": threads}))
+    many = compile_function(fn, get_backend("cpu"), CompileOptions(extra=threaded(threads)))
     got = many.execute(half_feeds([image, weights], kind, 0))
     for name, value in single.items():
         np.testing.assert_array_equal(got[name].view(np.uint16), value.view(np.uint16))

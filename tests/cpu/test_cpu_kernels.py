@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from cpu_util import check, make, run_both
+from cpu_util import check, make, run_both, threaded
 
 from glowsdk.backends import get_backend
 from glowsdk.backends.cpu.codegen.target import VectorTarget
@@ -285,7 +285,7 @@ def test_threads_give_identical_results(threads):
     fn = make([((2, 3, 18, 18), F32)], small_network)
     feeds = {"x0": np.random.default_rng(4).standard_normal((2, 3, 18, 18)).astype(np.float32)}
     single, want, _ = run_both(fn, feeds)
-    many = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": threads}))
+    many = compile_function(fn, get_backend("cpu"), CompileOptions(extra=threaded(threads)))
     for _ in range(3):
         got = many.execute(feeds)
         np.testing.assert_array_equal(got["y0"], single["y0"])
@@ -318,7 +318,7 @@ def test_threads_share_rows_and_element_wise_loops_with_identical_results(thread
              "x1": rng.standard_normal((32, 4096)).astype(np.float32)}
     fn = make([((1, 32, 7, 7), F32), ((32, 4096), F32)], deep_network)
     single, want, _ = run_both(fn, feeds)
-    many = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": threads}))
+    many = compile_function(fn, get_backend("cpu"), CompileOptions(extra=threaded(threads)))
     for _ in range(3):
         got = many.execute(feeds)
         for name in single:
@@ -330,7 +330,7 @@ def test_threads_share_rows_and_element_wise_loops_with_identical_results(thread
 def test_a_failing_run_on_the_thread_pool_raises_and_closing_stops_the_pool():
     fn = make([((64, 4096), F32), ((2,), ElemKind.INT64)],
               lambda fn, v: [fn.add(tensor.Gather, fn.add(ew.Tanh, v[0]), v[1], axis=0)])
-    compiled = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": 2}))
+    compiled = compile_function(fn, get_backend("cpu"), CompileOptions(extra=threaded(2)))
     rng = np.random.default_rng(7)
     x = rng.standard_normal((64, 4096)).astype(np.float32)
     before = threading.active_count()
@@ -347,7 +347,7 @@ def test_a_failing_run_on_the_thread_pool_raises_and_closing_stops_the_pool():
 @pytest.mark.parametrize("pin", [True, False])
 def test_pool_workers_are_pinned_to_their_cpu_unless_asked_not_to(pin):
     fn = make([((64, 256), F32)], lambda fn, v: [fn.add(ew.Tanh, v[0])])
-    compiled = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": 3, "pin_threads": pin}))
+    compiled = compile_function(fn, get_backend("cpu"), CompileOptions(extra=threaded(3, pin_threads=pin)))
     compiled.execute({"x0": np.zeros((64, 256), np.float32)})
     allowed = sorted(os.sched_getaffinity(0))
     workers = {t.native_id: t.name for t in threading.enumerate() if t.name.startswith("glowsdk-cpu-")}
@@ -366,7 +366,7 @@ def test_an_idle_pool_sleeps_on_its_futex_and_the_next_run_wakes_it():
     from glowsdk.backends.cpu.codegen.pool import SLEEPERS
     x = np.random.default_rng(3).standard_normal((64, 4096)).astype(np.float32)
     fn = make([((64, 4096), F32)], lambda fn, v: [fn.add(ew.Tanh, v[0])])
-    compiled = compile_function(fn, get_backend("cpu"), CompileOptions(extra={"threads": 2}))
+    compiled = compile_function(fn, get_backend("cpu"), CompileOptions(extra=threaded(2)))
     compiled.execute({"x0": x})
     asleep = compiled._pool._state[SLEEPERS:SLEEPERS + 4].view(np.int32)
     for _ in range(500):  # the spin and yield phases take about 0.5 ms here

@@ -15,6 +15,7 @@ from onnx.reference import ReferenceEvaluator
 from glowsdk.backends import get_backend
 from glowsdk.backends.cpu.kernels.pool import simd_columns
 from glowsdk.backends.cpu.kernels.window import Dim
+from cpu_util import threaded
 from glowsdk.cli.main import main
 from glowsdk.compiler.backend import CompileOptions
 from glowsdk.compiler.pipeline import compile_function
@@ -47,7 +48,7 @@ def reference_run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
 
 def compiled_run(model, x: np.ndarray, threads: int) -> np.ndarray:
     module = import_model(model, input_shapes={"x": x.shape})
-    options = CompileOptions(extra={"threads": threads})
+    options = CompileOptions(extra=threaded(threads))
     return compile_function(module.functions["main"], get_backend("cpu"), options).execute({"x": x})["y"]
 
 

@@ -34,6 +34,7 @@ from ...graph.node import Node
 from ...reference.evaluator import check_inputs, declared_inputs
 from .cache import CompileCache, cache_key
 from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step
+from .codegen.threads import PARALLEL_MIN_US
 from .image import CpuImage, aligned_bytes
 from .jit import JitModule, compile_object, host_cpu, host_description, host_machine
 from .kernels import KERNELS
@@ -46,6 +47,8 @@ OPTIONS = {
     "stacking": "fuse runs of element-wise instructions into one loop (default true)",
     "threads": "run the heavy kernels on this many threads of this process (default 1, see parallel.py)",
     "pin_threads": "bind worker thread i to the i-th CPU the process may use (Linux; default true, parallel.py)",
+    "split_min_us": "split among threads only kernels estimated to take this many microseconds on one "
+                    f"(default {PARALLEL_MIN_US:g}; 0: every kernel that can split, codegen/threads.py)",
     "profile": "count each step's cycles (profile.py; compiles afresh instead of loading from the cache)",
     "cache": "look the compiled image up in the compile cache, store it there after a miss (default false)",
 }
@@ -190,6 +193,10 @@ class CpuBackend(Backend):
             raise UnsupportedError(f"the cpu backend takes no option(s) {', '.join(sorted(unknown))}; "
                                    f"it takes {', '.join(OPTIONS)}")
         threads = thread_count(options.extra.get("threads", 1))
+        split_min_us = options.extra.get("split_min_us", PARALLEL_MIN_US)
+        if isinstance(split_min_us, bool) or not isinstance(split_min_us, (int, float)) or not split_min_us >= 0:
+            raise UnsupportedError(f"the cpu backend's split_min_us option must be a number of microseconds, "
+                                   f"at least 0, got {split_min_us!r}")
         pin = options.extra.get("pin_threads", True)
         if not isinstance(pin, bool):
             raise UnsupportedError(f"the cpu backend's pin_threads option must be true or false, got {pin!r}")
@@ -219,7 +226,8 @@ def compile_fresh(function: Function, options: CompileOptions) -> CpuFunction:
     steps = tuple(plan_steps(program, stacking=bool(options.extra.get("stacking", True))))
     machine = host_machine()
     builder = ModuleBuilder(program, machine.triple, str(machine.target_data),
-                            profile_steps=len(steps) if options.extra.get("profile") else 0)
+                            profile_steps=len(steps) if options.extra.get("profile") else 0,
+                            split_min_us=options.extra.get("split_min_us", PARALLEL_MIN_US))
     for step in steps:
         builder.add_step(step, KERNELS[step.instrs[0].kind].build)
     module = builder.finish()

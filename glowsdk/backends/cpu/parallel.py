@@ -1,8 +1,9 @@
 """Running a compiled program on several threads of this process (`threads` compile option).
 
-Every thread runs the module's thread entry (codegen/module.py) with its index;
-the heavy kernels split their tiles among the threads and a barrier separates
-kernels (codegen/threads.py). The threads are a persistent pool living in the
+The caller's thread and every worker that joins a run run the module's thread
+entry (codegen/module.py); the heavy kernels are cut into chunks the threads take
+until none are left, so no thread waits for one that is not on a core
+(codegen/threads.py). The threads are a persistent pool living in the
 machine code (codegen/pool.py): `ThreadPool` starts `threads - 1` Python threads
 once, each of which enters `glowsdk_worker` and stays there (ctypes releases the
 GIL for the whole foreign call), and every run is one `glowsdk_run` call from

@@ -8,7 +8,6 @@ x 2 from the instruction's shapes). `glowsdk bench --profile` prints the table.
 from __future__ import annotations
 
 import ctypes
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -18,6 +17,7 @@ import numpy as np
 from ...errors import GlowError
 from ...table import format_table
 from .codegen.counters import COUNTERS, CYCLES
+from .codegen.threads import instruction_flops
 
 CALIBRATION_SECONDS = 0.05
 
@@ -41,18 +41,6 @@ class StepTime:
     def as_dict(self) -> dict[str, Any]:
         return {"onnx_node": self.node, "onnx_op": self.op, "step": self.name, "kinds": self.kinds,
                 "ms": self.milliseconds, "flops": self.flops, "gflops": self.gflops}
-
-
-def instruction_flops(instr: Any) -> int:
-    """Multiply-adds x 2 of a Conv or MatMul instruction, 0 for any other."""
-    if instr.kind == "MatMul":
-        *batch, rows, inner = instr.inputs[0].type.shape
-        return 2 * math.prod(batch) * rows * inner * instr.inputs[1].type.shape[-1]
-    if instr.kind == "Conv":
-        out = instr.types[0].shape
-        per_output = math.prod(instr.filter.type.shape[1:])
-        return 2 * math.prod(out) * per_output
-    return 0
 
 
 def cycles_per_second(compiled: Any) -> float:

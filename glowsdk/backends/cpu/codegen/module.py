@@ -19,9 +19,13 @@ range); the entry point stops at the first failure.
 
 Threads (threads.py): `glowsdk_thread(constants, activations, bindings, thread,
 threads)` is the same program run by thread `thread` of `threads`; a kernel that
-splits its work takes its share, any other runs on thread 0 only, and a barrier
-separates kernels. `glowsdk_main` is thread 0 of 1; pool.py adds a persistent
-worker pool that runs the thread entry on every thread. With the `profile`
+splits its work and is worth splitting (threads.PARALLEL_MIN_US) is shared in
+chunks the threads take, any other runs on thread 0 only (as thread 0 of 1).
+`glowsdk_main` is thread 0 of 1; pool.py adds a persistent worker pool that runs
+the thread entry on the caller's thread and every worker that joins (or, in a
+program that shares no kernel, on the caller's alone). The entry's calls are
+emitted by `finish`, once the number of shared kernels, and so the size of their
+synchronisation words after the scratch area, is known. With the `profile`
 option, counters.py charges each step's cycles to a counter.
 
 Kernels may also add packed constants (weights re-laid out at compile time,
@@ -45,7 +49,7 @@ from ....names import fresh_name
 from .kinds import I8, I32, PTR, i64
 from .counters import StepCounters
 from .pool import add_pool
-from .threads import BARRIER_BYTES, emit_barrier, split
+from .threads import PARALLEL_MIN_US, SYNC_LINE, emit_shared, serial_nanoseconds, split, sync_bytes
 
 ENTRY = "glowsdk_main"
 THREAD_ENTRY = "glowsdk_thread"
@@ -178,6 +182,16 @@ class Step:
         return f"stack{len(self.instrs)}.{first.name}"
 
 
+@dataclass(frozen=True)
+class _Call:
+    """A step's kernel as the entry point calls it: the function, the placeholders it is passed,
+    and whether its work is shared among threads."""
+
+    function: ir.Function
+    bound: tuple[str, ...]
+    shared: bool
+
+
 def step_placeholders(step: Step) -> list[str]:
     """The inputs and outputs `step` reads or writes, by name, each once."""
     names: dict[str, None] = {}
@@ -196,9 +210,12 @@ KernelBuilder = Callable[[KernelContext, Step], None]
 class ModuleBuilder:
     """Builds the module of `program`: call `add_step` per step, then `finish`."""
 
-    def __init__(self, program: Program, triple: str, data_layout: str, profile_steps: int = 0) -> None:
-        """`profile_steps`: compile cycle counters for that many steps (counters.py), or none."""
+    def __init__(self, program: Program, triple: str, data_layout: str, profile_steps: int = 0,
+                 split_min_us: float = PARALLEL_MIN_US) -> None:
+        """`profile_steps`: compile cycle counters for that many steps (counters.py), or none;
+        `split_min_us`: split among threads only kernels estimated to take this long on one."""
         self.program = program
+        self._split_min_ns = 1e3 * split_min_us
         self.module = ir.Module(name=program.ir.name)
         self.module.triple = triple
         self.module.data_layout = data_layout
@@ -206,7 +223,6 @@ class ModuleBuilder:
         self._names: set[str] = set()
         self._packed: dict[tuple, int] = {}
         self._scratch_base = aligned(program.plan.activation_bytes, 64)
-        self._barrier = self._scratch_base
         self.entry = self._function(THREAD_ENTRY, "external", THREAD_ARGUMENTS)
         self._builder = ir.IRBuilder(self.entry.append_basic_block("entry"))
         self._bindings = {w.name: self._builder.load(self._builder.gep(
@@ -216,7 +232,10 @@ class ModuleBuilder:
         self._builder.store(ir.Constant(I32, STATUS_OK), self._status)
         self.scratch_offset(0)
         self._counters = StepCounters(self.module, profile_steps) if profile_steps else None
-        self._steps = 0
+        self._calls: list[_Call] = []
+        self.sync_offset = self.sync_bytes = 0
+        """Where the threads' synchronisation words are in the activations region, and their size
+        (none in a program that shares no kernel); set by `finish`."""
 
     def packed_offset(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> int:
         """The constants-region byte offset of the packed array for `key` (see KernelContext.constant)."""
@@ -233,7 +252,7 @@ class ModuleBuilder:
 
     def scratch_offset(self, nbytes: int) -> int:
         """The activations-region byte offset of the shared scratch area, grown to `nbytes`."""
-        start = self._scratch_base + BARRIER_BYTES
+        start = self._scratch_base
         plan = self.program.plan
         plan.activation_bytes = max(plan.activation_bytes, start + aligned(nbytes, 64))
         return start
@@ -264,27 +283,45 @@ class ModuleBuilder:
         context = KernelContext(self, function, bound)
         build(context, step)
         context.close()
-        builder = self._builder
-        started = self._counters.now(builder) if self._counters is not None else None
-        ok = builder.icmp_unsigned("==", builder.load(self._status), ir.Constant(I32, STATUS_OK))
-        if not context.parallel:
-            first = builder.icmp_unsigned("==", self.entry.args[-2], ir.Constant(I32, 0))
-            ok = builder.and_(ok, first)
-        with builder.if_then(ok):
-            arguments = [*self.entry.args[:2], *(self._bindings[name] for name in bound), *self.entry.args[-2:]]
-            builder.store(builder.call(function, arguments), self._status)
-        emit_barrier(builder, self._barrier_address(), self.entry.args[-1])
-        if self._counters is not None:
-            self._counters.charge(builder, self._steps, started, self.entry.args[-2])
-        self._steps += 1
+        estimate = serial_nanoseconds((*step.instrs, *(step.epilogue or ())))
+        self._calls.append(_Call(function, tuple(bound), context.parallel and estimate >= self._split_min_ns))
 
-    def _barrier_address(self) -> ir.Value:
-        return self._builder.gep(self.entry.args[1], [i64(self._barrier)], inbounds=True, source_etype=I8)
+    def _emit_calls(self) -> None:
+        """The thread entry's body: every step's call in program order (shared kernels through
+        threads.emit_shared, the others on thread 0), after laying out the synchronisation words."""
+        builder, (thread, threads) = self._builder, self.entry.args[-2:]
+        shared = sum(call.shared for call in self._calls)
+        plan = self.program.plan
+        self.sync_offset = aligned(plan.activation_bytes, SYNC_LINE)
+        self.sync_bytes = sync_bytes(shared) if shared else 0
+        plan.activation_bytes = self.sync_offset + self.sync_bytes
+        sync = builder.gep(self.entry.args[1], [i64(self.sync_offset)], inbounds=True, source_etype=I8)
+        zero = ir.Constant(I32, 0)
+        index = 0
+        for number, call in enumerate(self._calls):
+            started = self._counters.now(builder) if self._counters is not None else None
+
+            def run(chunk: ir.Value, chunks: ir.Value, call: _Call = call, alone: bool = False) -> None:
+                ok = builder.icmp_unsigned("==", builder.load(self._status), ir.Constant(I32, STATUS_OK))
+                if alone:
+                    ok = builder.and_(ok, builder.icmp_unsigned("==", thread, zero))
+                with builder.if_then(ok):
+                    arguments = [*self.entry.args[:2], *(self._bindings[name] for name in call.bound), chunk, chunks]
+                    builder.store(builder.call(call.function, arguments), self._status)
+
+            if call.shared:
+                emit_shared(builder, sync, index, thread, threads, run)
+                index += 1
+            else:
+                run(zero, ir.Constant(I32, 1), alone=True)
+            if self._counters is not None:
+                self._counters.charge(builder, number, started, thread)
 
     def finish(self) -> ir.Module:
         """Close the thread entry point, add `glowsdk_main` (thread 0 of 1, its bindings the
         planned offsets in the placeholder region) and the thread pool's entry points (pool.py),
         return the module."""
+        self._emit_calls()
         self._builder.ret(self._builder.load(self._status))
         main = ir.Function(self.module, ir.FunctionType(I32, [PTR] * len(REGIONS)), ENTRY)
         main.attributes.add("nounwind")
@@ -299,5 +336,5 @@ class ModuleBuilder:
             builder.store(at, builder.gep(table, [i64(index)], inbounds=True, source_etype=PTR))
         builder.ret(builder.call(self.entry, [main.args[0], main.args[1], table, ir.Constant(I32, 0),
                                               ir.Constant(I32, 1)]))
-        add_pool(self.module, self.entry)
+        add_pool(self.module, self.entry, (self.sync_offset, self.sync_bytes) if self.sync_bytes else None)
         return self.module

@@ -1,28 +1,44 @@
-"""Threads inside one compiled program: work splitting and the barrier between kernels.
+"""Threads inside one compiled program: work shared in chunks any thread may take.
 
-The host runs `glowsdk_thread(..., thread, threads)` on `threads` OS threads at
-once (backend: one ctypes call per Python thread; ctypes releases the GIL). Each
-heavy kernel takes the share of its outer tile loop `split` gives its thread,
-and every thread meets at a barrier after every kernel, so a kernel always sees
-its inputs complete. The barrier is a counter and a generation number in the
-first BARRIER_BYTES of the scratch area (zero when the arena is allocated, and
-the counter is back at zero after every barrier): the last thread to arrive
-resets the counter and publishes a new generation, the others spin on it
-(with the x86 `pause` hint)
-(atomic exchanges stand for atomic stores, which llvmlite cannot emit on opaque
-pointers). With
-one thread the barrier is skipped, so a single-threaded run pays one compare.
+The pool (pool.py) runs `glowsdk_thread(..., thread, threads)` on the caller's
+thread (thread 0) and on every worker that joins the run. A kernel worth
+splitting (serial_nanoseconds at least the `split_min_us` option, PARALLEL_MIN_US
+by default) is cut into `chunks(threads)` chunks, each a call of the kernel as
+thread `chunk` of `chunks` (so `split` gives it its share, and per-thread scratch
+indexed by the thread is the chunk's own); every other kernel runs on thread 0
+alone as thread 0 of 1. The threads take a shared kernel's chunks from a counter
+until none are left, so the work waits for no thread: a worker that is not on a
+core (on a loaded machine it often is not) takes fewer chunks or none, and
+thread 0 does the rest. The earlier static split (one share per thread, a
+barrier after every kernel) made every kernel wait for the slowest thread: a
+405-kernel GRU took 0.31 ms at the median on 2 threads of this 2-vCPU machine
+under load but 17 ms at the 90th percentile and 430 ms at the 99th (0.24 ms and
+12 ms on 1 thread).
+
+The synchronisation words live in the activations region (SYNC_LINE bytes each,
+on their own cache lines; sync_bytes): thread 0's progress (how many shared
+kernels it has opened, published after the kernels before are complete), then
+per shared kernel the next chunk to take and the count of chunks finished. A
+worker waits for thread 0 to open a kernel, takes chunks, and goes on to the
+next; thread 0 opens it, takes chunks, and waits until every chunk is finished
+before the kernels after it. glowsdk_run zeroes the words before each run
+(pool.py). With one thread, a shared kernel is one call as thread 0 of 1.
 """
 from __future__ import annotations
 
-from typing import Callable
+import math
+from typing import Any, Callable, Iterable
 
 from llvmlite import ir
 
 from .kinds import I8, I32, I64, i64
 
-BARRIER_BYTES = 128
-"""Counter and generation, on separate cache lines."""
+SYNC_LINE = 64
+"""Bytes per synchronisation word: one cache line, so threads taking chunks do not share a line
+with the thread polling progress."""
+CHUNKS_PER_THREAD = 2
+"""A shared kernel is cut into this many chunks per thread (at most MAX_THREADS): a thread that
+arrives late leaves less undone, and each chunk still amortises its call."""
 SPINS, YIELDS, IDLE_NAP_US = 40000, 200, 1000
 """A waiter spins SPINS tries, then yields the core (POSIX sched_yield) at every try; after YIELDS
 yields an idle pool worker sleeps until the next job (pool.py), and a waiting host thread naps 50 us
@@ -30,30 +46,86 @@ doubling up to IDLE_NAP_US (back_off). 40000 `pause` are about 0.5 ms where one 
 (measured here), longer than a host's gap between back-to-back runs, so those never sleep."""
 MAX_THREADS = 16
 """Kernels size per-thread scratch for this many threads; the backend refuses more."""
+PARALLEL_MIN_US = 20.0
+"""By default a kernel estimated to take less than this on one thread is not split among threads
+(the backend's `split_min_us` option)."""
+FLOPS_PER_NS, BYTES_PER_NS = 50.0, 25.0
+"""One thread's rough speed for the estimate, fitted to the per-kernel times (bench --profile) of
+gru, mobilenet_v3_small and resnet18 here: 35 to 75 FLOP/ns in convolutions and matrix products,
+20 to 30 bytes/ns in the others (operands mostly in cache)."""
 
 
-def emit_barrier(builder: ir.IRBuilder, address: ir.Value, threads: ir.Value) -> None:
-    """Wait until all `threads` threads have reached this point (no-op for one thread)."""
+def instruction_flops(instr: Any) -> int:
+    """Multiply-adds x 2 of a Conv or MatMul instruction, 0 for any other."""
+    if instr.kind == "MatMul":
+        *batch, rows, inner = instr.inputs[0].type.shape
+        return 2 * math.prod(batch) * rows * inner * instr.inputs[1].type.shape[-1]
+    if instr.kind == "Conv":
+        out = instr.types[0].shape
+        per_output = math.prod(instr.filter.type.shape[1:])
+        return 2 * math.prod(out) * per_output
+    return 0
+
+
+def serial_nanoseconds(instrs: Iterable[Any]) -> float:
+    """A rough time for `instrs` (one step's instructions) on one thread: its multiply-adds at
+    FLOPS_PER_NS plus the bytes of its distinct operands at BYTES_PER_NS."""
+    instrs = list(instrs)
+    operands = {id(v): v for instr in instrs for v in instr.operands if v is not None}
+    nbytes = sum(v.type.nbytes for v in operands.values())
+    return sum(instruction_flops(i) for i in instrs) / FLOPS_PER_NS + nbytes / BYTES_PER_NS
+
+
+def sync_bytes(shared_kernels: int) -> int:
+    """Bytes of synchronisation words a program with `shared_kernels` shared kernels needs."""
+    return SYNC_LINE * (1 + 2 * shared_kernels)
+
+
+def emit_shared(builder: ir.IRBuilder, sync: ir.Value, index: int, thread: ir.Value, threads: ir.Value,
+                run_chunk: Callable[[ir.Value, ir.Value], None]) -> None:
+    """Shared kernel number `index` of the program: `run_chunk(chunk, chunks)` emits one call of
+    it; with more than one thread the chunks are taken from the counters at `sync` (see above)."""
     one = ir.Constant(I32, 1)
-    with builder.if_then(builder.icmp_unsigned(">", threads, one)):
-        count = address
-        generation = builder.gep(address, [i64(64)], inbounds=True, source_etype=I8)
-        seen = builder.load_atomic(generation, "acquire", 4, typ=I32)
-        arrived = builder.atomic_rmw("add", count, one, "acq_rel")
-        last = builder.icmp_unsigned("==", arrived, builder.sub(threads, one))
-        with builder.if_else(last) as (then, otherwise):
-            with then:
-                builder.atomic_rmw("xchg", count, ir.Constant(I32, 0), "monotonic")
-                builder.atomic_rmw("xchg", generation, builder.add(seen, one), "release")
-            with otherwise:
-                _wait(builder, generation, seen)
+    with builder.if_else(builder.icmp_unsigned(">", threads, one)) as (many, alone):
+        with many:
+            _take_chunks(builder, sync, index, thread, threads, run_chunk)
+        with alone:
+            run_chunk(ir.Constant(I32, 0), one)
 
 
-def _wait(builder: ir.IRBuilder, generation: ir.Value, seen: ir.Value) -> None:
-    """Wait until `generation` moves on from `seen`, yielding the core after the spin (see
-    back_off), so a descheduled thread we wait for can run."""
-    wait_until(builder, lambda: builder.icmp_unsigned(
-        "!=", builder.load_atomic(generation, "acquire", 4, typ=I32), seen), nap=False, name="barrier")
+def _take_chunks(builder: ir.IRBuilder, sync: ir.Value, index: int, thread: ir.Value, threads: ir.Value,
+                 run_chunk: Callable[[ir.Value, ir.Value], None]) -> None:
+    def word(line: int) -> ir.Value:
+        return builder.gep(sync, [i64(SYNC_LINE * line)], inbounds=True, source_etype=I8)
+
+    progress, next_chunk, finished = word(0), word(1 + 2 * index), word(2 + 2 * index)
+    opened = ir.Constant(I32, index + 1)
+    wanted = builder.mul(threads, ir.Constant(I32, CHUNKS_PER_THREAD))
+    cap = ir.Constant(I32, MAX_THREADS)
+    chunks = builder.select(builder.icmp_unsigned("<", wanted, cap), wanted, cap)
+    first = builder.icmp_unsigned("==", thread, ir.Constant(I32, 0))
+    with builder.if_else(first) as (opener, joiner):
+        with opener:
+            builder.atomic_rmw("xchg", progress, opened, "release")
+        with joiner:
+            wait_until(builder, lambda: builder.icmp_unsigned(
+                ">=", builder.load_atomic(progress, "acquire", 4, typ=I32), opened), nap=False, name="open")
+    function = builder.function
+    take = function.append_basic_block("chunk.take")
+    work = function.append_basic_block("chunk.run")
+    done = function.append_basic_block("chunk.done")
+    builder.branch(take)
+    builder.position_at_end(take)
+    chunk = builder.atomic_rmw("add", next_chunk, ir.Constant(I32, 1), "monotonic")
+    builder.cbranch(builder.icmp_unsigned("<", chunk, chunks), work, done)
+    builder.position_at_end(work)
+    run_chunk(chunk, chunks)
+    builder.atomic_rmw("add", finished, ir.Constant(I32, 1), "release")
+    builder.branch(take)
+    builder.position_at_end(done)
+    with builder.if_then(first):
+        wait_until(builder, lambda: builder.icmp_unsigned(
+            ">=", builder.load_atomic(finished, "acquire", 4, typ=I32), chunks), nap=False, name="finished")
 
 
 def wait_until(builder: ir.IRBuilder, ready: Callable[[], ir.Value], nap: bool, name: str) -> None:
