@@ -4,8 +4,10 @@ A backend declares which primitives it runs (and on which element kinds); the
 compiler lowers every other node onto them. It may keep a high-level node it
 implements natively (`should_lower`), rewrite the lowered graph into
 target-specific nodes (`transform_post_lowering`), and must compile a verified
-function into something that executes. The contract lives here, with the compiler
-that calls it; the built-in backends (glowsdk.backends) implement it one layer up.
+function into something that executes, whose `execute` checks its inputs with
+`glowsdk.graph.inputs.check_inputs`, as the reference evaluator does, so every target
+refuses bad input alike. The contract lives here, with the compiler that calls it;
+the built-in backends (glowsdk.backends) implement it one layer up.
 Backends are discovered through the `glowsdk.backends` entry-point group
 (glowsdk/backends/registry.py), so a vendor's separately installed package plugs
 in without editing glowsdk.

@@ -20,8 +20,8 @@ import numpy as np
 from ..compiler.backend import TensorInfo
 from ..errors import GlowError, InputError
 from ..files import load_npy, safe_file_name
+from ..graph.inputs import check_input
 from ..graph.node import Placeholder
-from ..reference.evaluator import check_input
 from ..zoo import random_inputs
 
 

@@ -30,8 +30,8 @@ from ...compiler.lowering.primitives import PRIMITIVES
 from ...errors import GlowError, UnsupportedError
 from ...files import write_text
 from ...graph.function import Function
+from ...graph.inputs import check_inputs, declared_inputs
 from ...graph.node import Node
-from ...reference.evaluator import check_inputs, declared_inputs
 from .cache import CompileCache, cache_key
 from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step
 from .codegen.threads import PARALLEL_MIN_US

@@ -18,7 +18,7 @@ from ...compiler.lowering.primitives import PRIMITIVES
 from ...compiler.passes.manager import PassManager
 from ...errors import UnsupportedError
 from ...graph.function import Function
-from ...reference.evaluator import check_inputs, declared_inputs
+from ...graph.inputs import check_inputs, declared_inputs
 from .executor import ProgramRunner
 
 

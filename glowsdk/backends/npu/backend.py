@@ -20,9 +20,9 @@ from sim.binding import run_binary
 from ...compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo
 from ...errors import UnsupportedError, UnsupportedOpsError
 from ...graph.function import Function
+from ...graph.inputs import check_inputs, declared_inputs
 from ...graph.node import Constant, Node, Placeholder
 from ...graph.types import ElemKind
-from ...reference.evaluator import check_inputs, declared_inputs
 from .binary import build_binary
 from .layers import Layer, LayerBuilder
 from .one_row import windows_as_rows

@@ -15,8 +15,9 @@ import numpy as np
 from glowsdk.compiler.backend import CompiledFunction
 from glowsdk.errors import InputError
 from glowsdk.graph.function import Function
+from glowsdk.graph.inputs import check_input
 from glowsdk.graph.node import Node, NodeValue
-from glowsdk.reference.evaluator import check_input, run_node
+from glowsdk.reference.evaluator import run_node
 
 Kernel = Callable[[list], list]
 

@@ -31,8 +31,8 @@ from glowsdk.compiler.ir.program import build_program
 from glowsdk.compiler.passes.manager import PassManager
 from glowsdk.errors import InputError, UnsupportedError
 from glowsdk.graph.function import Function
+from glowsdk.graph.inputs import check_input
 from glowsdk.graph.types import Type
-from glowsdk.reference.evaluator import check_input
 
 from .kernels import KERNELS
 
