@@ -13,6 +13,8 @@ stride sw, the maximum over columns:
 
 with W' the padded input width: a 3 x 3 window 5 against 9 at stride 1, 7 against 9 at stride 2. The layer
 builder takes this form where it is fewer steps and fits (`separable`), else POOL's window (vector.PoolLayer).
+Tiles are as many output rows as `_cycles` estimates fastest: short enough that the vector engine starts
+soon after the layer, long enough that the DRAM latency of every LOAD does not make the loads the bottleneck.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from typing import Callable
 
 from isa.config import ArchConfig
 from isa.schema import COUNT
+from sim.timing import vector_cycles
 
 from .pipeline import Spec, Step, Tile
 from .scratchpad import align
@@ -35,8 +38,6 @@ MAX_POOL_SIZE = 4095
 """POOL's height and width fields (12 bits)."""
 MAX_PHASES = (1 << COUNT.width) - 1
 """A tile loads one row phase per LOAD, and the vector engine waits for them all with one semaphore count."""
-MIN_TILES = 4
-"""Tiles an image is cut into at least (when it has the rows), so that loads, vector work and stores overlap."""
 
 
 def _phase_rows(kernel: int, stride: int, rows: int) -> list[int]:
@@ -125,6 +126,29 @@ def _real_rows(start: int, stride: int, count: int, height: int) -> tuple[int, i
     return top, sum(1 for j in range(top, count) if start + stride * j < height)
 
 
+def _cycles(pool: PoolLayer, rows: int, n: int, config: ArchConfig) -> float:
+    """Estimated cycles of the layer in tiles of `rows` output rows and `n` channels: the first tile's loads
+    (the vector engine waits for them), then the busiest engine, then the last tile's vector work and store.
+    Each LOAD and STORE pays the DRAM latency (an engine runs its transfers one after another), so short tiles
+    move their bytes slower; long ones start the vector engine late."""
+    (kh, kw), (sh, sw) = pool.kernel, pool.stride
+    width = pool.pads[1] + pool.width + pool.pads[3]
+    latency, bw = config.dram_latency_cycles, config.dram_bytes_per_cycle
+    blocks = -(-pool.channels // n)
+
+    def tile(r: int) -> tuple[float, float, float]:
+        loads = sum(latency + count * pool.width * n / bw for count in _phase_rows(kh, sh, r))
+        work = (kh - 1) * r * width * n + (0 if kw == 1 and sw == 1 else kw * r * pool.out_width * n)
+        return loads, vector_cycles(work, config) + kh * config.vector_pipeline_cycles, \
+            latency + r * pool.out_width * n / bw
+
+    full, last = divmod(pool.out_height, rows)
+    pieces = [(rows, full * blocks), (last, blocks)] if last else [(rows, full * blocks)]
+    costs = [(tile(r), k) for r, k in pieces]
+    busiest = max(sum(c[e] * k for c, k in costs) for e in range(3))
+    return costs[0][0][0] + busiest + costs[-1][0][1] + costs[-1][0][2]
+
+
 def separable(pool: PoolLayer, config: ArchConfig) -> SeparableMaxPoolLayer | None:
     """`pool` as the separable layer, if it is a max pool that takes fewer vector steps so and fits; else None."""
     (kh, kw), (sh, sw) = pool.kernel, pool.stride
@@ -145,8 +169,7 @@ def separable(pool: PoolLayer, config: ArchConfig) -> SeparableMaxPoolLayer | No
     while most < min(pool.out_height, MAX_POOL_SIZE) and \
             SeparableMaxPoolLayer(pool, most + 1, n).slot_bytes() <= budget:
         most += 1
-    count = max(-(-pool.out_height // most), min(MIN_TILES, pool.out_height))
-    rows = -(-pool.out_height // count)
+    rows = min(range(1, most + 1), key=lambda r: _cycles(pool, r, n, config))
     for oy0 in range(0, pool.out_height, rows):  # every phase of every tile must hold an image row to load
         first = oy0 * sh - pool.pads[0]
         phases = _phase_rows(kh, sh, min(rows, pool.out_height - oy0))
