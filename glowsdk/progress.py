@@ -1,6 +1,7 @@
 """Progress on stderr for work that can take seconds: one API over tqdm for the whole SDK.
 
-A bar is drawn only when stderr is a terminal (logs and pipes stay clean). While a bar is
+A bar is drawn only when stderr is a terminal (logs and pipes stay clean; tqdm is not even
+imported, which a short command's start-up would notice). While a bar is
 open a ticker redraws it twice a second, so its elapsed time moves even through one long call
 (an LLVM compile, a graph pass) that reports no counts of its own: no step looks hung.
 """
@@ -10,9 +11,10 @@ import os
 import sys
 import threading
 import weakref
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar
 
-from tqdm import tqdm
+if TYPE_CHECKING:
+    from tqdm import tqdm
 
 T = TypeVar("T")
 
@@ -48,17 +50,20 @@ class Progress:
     """
 
     def __init__(self, what: str, total: int | None = None, unit: str = "step") -> None:
+        self._bar: tqdm | None = None
+        if not interactive():
+            return
+        from tqdm import tqdm
+
         sized = _terminal_columns() > 0  # a fresh pseudo-terminal may report no size: then 80x24 is assumed
-        self._bar = tqdm(total=total, desc=what, unit=unit, file=sys.stderr, disable=not interactive(),
-                         leave=False, dynamic_ncols=sized, ncols=None if sized else 80,
-                         nrows=None if sized else 24, mininterval=0.1,
+        self._bar = tqdm(total=total, desc=what, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=sized,
+                         ncols=None if sized else 80, nrows=None if sized else 24, mininterval=0.1,
                          bar_format=_format(total, unit))
-        if not self._bar.disable:
-            _TICKER.add(self._bar)
+        _TICKER.add(self._bar)
 
     def __call__(self, done: int, total: int | None = None, label: str = "") -> None:
         bar = self._bar
-        if bar.disable:
+        if bar is None:
             return
         if total is not None and total != bar.total:
             bar.total = total
@@ -68,17 +73,18 @@ class Progress:
 
     def step(self, label: str) -> None:
         """One more unit done, now working on `label`."""
-        self(self._bar.n + 1, None, label)
+        if self._bar is not None:
+            self(self._bar.n + 1, None, label)
 
     def label(self, label: str) -> None:
         """Name what is being worked on without counting a unit."""
-        if not self._bar.disable:
+        if self._bar is not None:
             self._bar.set_postfix_str(label[:60])
 
     def close(self) -> None:
-        if not self._bar.disable:
+        if self._bar is not None:
             _TICKER.discard(self._bar)
-        self._bar.close()
+            self._bar.close()
 
     def __enter__(self) -> Progress:
         return self

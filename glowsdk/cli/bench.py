@@ -315,10 +315,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add `glowsdk bench` to the `glowsdk` parser."""
-    bench = sub.add_parser("bench", help="time a model on a target (latency, throughput, GFLOP/s), "
-                                         "optionally against onnxruntime")
+def add_bench_args(bench: argparse.ArgumentParser) -> None:
     options.add_model_args(bench)
     bench.add_argument("--target", default="cpu")
     bench.add_argument("--threads", type=options.positive_count,
@@ -333,3 +330,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_fallback_args(bench)
     options.add_cache_arg(bench)
     bench.set_defaults(func=cmd_bench)
+
+
+SUBCOMMANDS = {"bench": add_bench_args}
+"""The command's arguments and handler, added when it is the one run (main.COMMANDS)."""

@@ -30,10 +30,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the cache command to the CLI."""
-    cache = sub.add_parser("cache", help="list, size or clear the compile cache ($GLOWSDK_CACHE_DIR, "
-                                         "$XDG_CACHE_HOME/glowsdk or ~/.cache/glowsdk)")
+def add_cache_args(cache: argparse.ArgumentParser) -> None:
     cache.add_argument("action", choices=["list", "size", "clear"],
                        help="list the entries, print their total size, or remove them all")
     cache.set_defaults(func=cmd_cache)
+
+
+SUBCOMMANDS = {"cache": add_cache_args}
+"""The command's arguments and handler, added when it is the one run (main.COMMANDS)."""

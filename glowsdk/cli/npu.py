@@ -228,16 +228,15 @@ def simulated(compiled: NpuFunction) -> SimResult:
         return run_binary(binary, compiled.config, {}, progress=bar).result
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the NPU subcommands to the `glowsdk` parser."""
-    dis = sub.add_parser("disasm", help="print an NPU binary (.npub): header, tables, instructions as assembly")
+def add_disasm_args(dis: argparse.ArgumentParser) -> None:
     dis.add_argument("file", help="an .npub file")
     dis.add_argument("--json", action="store_true", help="print JSON instead of text")
     dis.add_argument("--config", metavar="PRESET|FILE",
                      help="also check the binary was built for, and runs on, this architecture configuration")
     dis.set_defaults(func=cmd_disasm)
 
-    simu = sub.add_parser("simulate", help="run an NPU binary (.npub) on the cycle simulator and report its timing")
+
+def add_simulate_args(simu: argparse.ArgumentParser) -> None:
     simu.add_argument("file", help="an .npub file")
     simu.add_argument("--input", action="append", default=[], metavar="NAME=file.npy",
                       help="an input (floats are quantized per the tensor table); missing ones are random")
@@ -259,3 +258,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     simu.add_argument("--ideal-dram", action="store_true",
                       help="DRAM without latency or bandwidth limit (every LOAD/STORE takes 1 cycle)")
     simu.set_defaults(func=cmd_simulate)
+
+
+SUBCOMMANDS = {"disasm": add_disasm_args, "simulate": add_simulate_args}
+"""Each command's arguments and handler, added when it is the one run (main.COMMANDS)."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..errors import GlowError
 from ..files import load_npy
 from ..progress import Progress
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:

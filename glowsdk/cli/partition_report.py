@@ -62,8 +62,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    part = sub.add_parser("partition", help="show how a model splits between a target and the fallback device")
+def add_partition_args(part: argparse.ArgumentParser) -> None:
     options.add_model_args(part)
     options.add_quantization_args(part)
     part.add_argument("--target", default="interpreter")
@@ -75,3 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     options.add_cache_arg(part)
     options.add_threads_arg(part)
     part.set_defaults(func=cmd_partition)
+
+
+SUBCOMMANDS = {"partition": add_partition_args}
+"""The command's arguments and handler, added when it is the one run (main.COMMANDS)."""

@@ -49,10 +49,7 @@ def cmd_scalesim(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add `glowsdk scalesim` to the parser."""
-    cmd = sub.add_parser("scalesim", help="run SCALE-Sim v3 inputs (.cfg, topology CSV) on glowsdk's "
-                                          "SCALE-Sim-compatible model and write its report files")
+def add_scalesim_args(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--config", required=True, metavar="CFG", help="a SCALE-Sim v3 .cfg file")
     cmd.add_argument("--topology", required=True, metavar="TOPO", help="a topology CSV (conv or GEMM M, N, K form)")
     cmd.add_argument("--layout", metavar="LAYOUT",
@@ -61,3 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmd.add_argument("-o", required=True, metavar="DIR", help="folder for the report CSVs")
     cmd.add_argument("--json", metavar="FILE", help="also write every layer's numbers as JSON")
     cmd.set_defaults(func=cmd_scalesim)
+
+
+SUBCOMMANDS = {"scalesim": add_scalesim_args}
+"""The command's arguments and handler, added when it is the one run (main.COMMANDS)."""

@@ -176,10 +176,7 @@ def _print(report: dict) -> None:
     print(f"retries: {report['retries']}")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add `serve-bench` to the `glowsdk` parser."""
-    p = sub.add_parser("serve-bench", help="serve a model on simulated NPUs and the CPU under load; report "
-                                           "throughput, latency, utilisation and the partitions")
+def add_serve_bench_args(p: argparse.ArgumentParser) -> None:
     options.add_model_args(p)
     options.add_quantization_args(p)
     p.add_argument("--devices", default="npu:4,cpu:1", help="devices as KIND:COUNT,... (default npu:4,cpu:1)")
@@ -201,3 +198,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "backend's float kernels round differently from numpy's by a few ulps)")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON")
     p.set_defaults(func=cmd_serve_bench)
+
+
+SUBCOMMANDS = {"serve-bench": add_serve_bench_args}
+"""The command's arguments and handler, added when it is the one run (main.COMMANDS)."""

@@ -70,12 +70,13 @@ def cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the summary command to the CLI."""
-    p = sub.add_parser("summary", help="inputs, outputs, parameters, MACs and activations per layer, the op "
-                                       "histogram and what each installed target runs")
+def add_summary_args(p: argparse.ArgumentParser) -> None:
     options.add_model_args(p)
     p.add_argument("--targets", metavar="T[,T]", help="check support on these targets (default: every installed one)")
     p.add_argument("--layers", type=options.positive_count, metavar="N", help="show only the first N layers")
     p.add_argument("--json", metavar="FILE", help="also write the summary as JSON")
     p.set_defaults(func=cmd_summary)
+
+
+SUBCOMMANDS = {"summary": add_summary_args}
+"""The command's arguments and handler, added when it is the one run (main.COMMANDS)."""

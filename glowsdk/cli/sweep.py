@@ -158,10 +158,7 @@ def format_fronts(rows: list[dict[str, Any]], parameters: tuple[str, ...]) -> st
     return "\n".join(lines)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add `glowsdk sweep` to the `glowsdk` parser."""
-    p = sub.add_parser("sweep", help="compile and simulate models over a grid of NPU configurations "
-                                     "(design-space exploration), on this machine or a Ray cluster")
+def add_sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", required=True, metavar="M1,M2", help="bundled model names or .onnx files")
     p.add_argument("--grid", required=True, metavar="grid.toml",
                    help="the base (preset = ...) and, under [grid], a list of values per swept parameter")
@@ -183,3 +180,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"random calibration samples for models without a profile (default "
                         f"{options.RANDOM_CALIBRATION_DEFAULT}; accuracy is then unknown)")
     p.set_defaults(func=cmd_sweep)
+
+
+SUBCOMMANDS = {"sweep": add_sweep_args}
+"""The command's arguments and handler, added when it is the one run (main.COMMANDS)."""

@@ -124,11 +124,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add `glowsdk train` to the parser."""
+def add_train_args(train: argparse.ArgumentParser) -> None:
     from ..training import LOSSES
 
-    train = sub.add_parser("train", help="train an ONNX model's weights with SGD and write the trained model")
     train.add_argument("model", help="an .onnx file or a bundled model name (see `glowsdk models`)")
     train.add_argument("--data", required=True, metavar="FILE.npz",
                        help=f"one array per model input and '{TARGET_KEY}' (labels or expected outputs)")
@@ -144,3 +142,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        help="start from seeded random weights instead of the model's")
     train.add_argument("-o", metavar="FILE", required=True, help="write the trained ONNX model to FILE")
     train.set_defaults(func=cmd_train)
+
+
+SUBCOMMANDS = {"train": add_train_args}
+"""The command's arguments and handler, added when it is the one run (main.COMMANDS)."""
