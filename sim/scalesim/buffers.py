@@ -13,7 +13,8 @@ Write SRAM (ofmap): words fill lines of `bandwidth`; once more than half the SRA
 the filled lines drain at a line per cycle; a write finding the SRAM full waits for the drain.
 
 Both are replicas of the timing v3 computes, written to be fast: a request line is checked
-against the window with one vectorised lookup, and only the rare misses take the per-address path.
+against the window with one vectorised lookup, only the rare misses take the per-address path, and
+a window move costs the positions it passes, not the addresses there are.
 """
 from __future__ import annotations
 
@@ -27,7 +28,14 @@ def _ceil(a: int, b: int) -> int:
 
 
 class ReadBuffer:
-    """An ifmap or filter SRAM of `size` words fed at `bandwidth` words per cycle."""
+    """An ifmap or filter SRAM of `size` words fed at `bandwidth` words per cycle.
+
+    The window's sets are a run of positions in the prefetch sequence repeated end to end (the
+    wrap-around): it holds an address when that address occurs between the window's first and
+    last position. So each address keeps the position of its first occurrence at or after the
+    window's start; moving the window updates the addresses whose occurrences it passes, and a
+    lookup compares with the window's end.
+    """
 
     def __init__(self, size: int, bandwidth: int, prefetch: np.ndarray) -> None:
         self.bandwidth = bandwidth
@@ -45,30 +53,23 @@ class ReadBuffer:
         self.dram_start = -first_lines
         self.last_fetch = -1
         """Completion cycle of the latest DRAM fetch (the first fills the active half before cycle 0)."""
-        self.start_set = 0
-        self.distinct = len(self.valid) == 0 or int(np.bincount(self.valid).max()) == 1
-        """No address occurs twice in the prefetch order (then a window move is a plain indexed update)."""
-        self.held = np.zeros(int(self.valid.max(initial=0)) + 1, np.int32)
-        """Per address, how many of its occurrences lie in the active window's sets."""
-        self.window: set[int] = set()
-        self._move_window()
+        self.first_set = 0
+        """The window's first set, counted on through the wrap-arounds (set k is set k % sets)."""
+        self.end = self._set_start(self.active_sets)
+        """The position just past the window's last set."""
+        self.next_use, self.following = _occurrences(self.valid)
+        self.never = np.iinfo(np.int64).max
+        """`next_use` of an address the prefetch sequence does not hold."""
 
-    def _move_window(self) -> None:
-        sets = {(self.start_set + i) % self.sets for i in range(self.active_sets)}
-        for change, moved in ((-1, self.window - sets), (1, sets - self.window)):
-            if moved:
-                parts = [self.valid[s * self.per_set:(s + 1) * self.per_set] for s in moved]
-                moved_addresses = np.concatenate(parts)
-                if self.distinct:
-                    self.held[moved_addresses] += change
-                else:  # bincount, not np.add.at: a move touches half the SRAM, and add.at is ~100x slower
-                    self.held += change * np.bincount(moved_addresses, minlength=len(self.held)).astype(np.int32)
-        self.window = sets
+    def _set_start(self, k: int) -> int:
+        """The position where set k starts in the repeated prefetch sequence."""
+        period, s = divmod(k, self.sets)
+        return period * len(self.valid) + min(s * self.per_set, len(self.valid))
 
     def _hits(self, addresses: np.ndarray) -> np.ndarray:
-        inside = addresses < len(self.held)
+        inside = addresses < len(self.next_use)
         hit = np.zeros(len(addresses), bool)
-        hit[inside] = self.held[addresses[inside]] > 0
+        hit[inside] = self.next_use[addresses[inside]] < self.end
         return hit
 
     def misses(self, block: np.ndarray) -> np.ndarray:
@@ -78,33 +79,74 @@ class ReadBuffer:
         miss[wanted] = ~self._hits(block[wanted])
         return miss.any(axis=1)
 
-    def _advance(self) -> None:
-        self.start_set = (self.start_set + self.prefetch_sets) % self.sets
-        lines = _ceil(self.prefetch_size, self.bandwidth)
-        self.words_fetched += lines * self.bandwidth
-        self.last_fetch += lines + 1
-        self._move_window()
+    def _slide(self, windows: int) -> None:
+        """Move the window on by `windows` prefetch windows of sets (their fetches are timed by `serve`)."""
+        start = self._set_start(self.first_set)
+        self.first_set += windows * self.prefetch_sets
+        moved_past = self._set_start(self.first_set)
+        # the last occurrence of each address the window's start passes gives its next one after the start;
+        # the positions passed are runs of the sequence, one more at each wrap-around
+        count = len(self.valid)
+        while start < moved_past:
+            at = start % count
+            run = min(moved_past - start, count - at)
+            following = self.following[at:at + run]
+            last = np.flatnonzero(following >= moved_past - start + at)
+            self.next_use[self.valid[at:at + run][last]] = following[last] + (start - at)
+            start += run
+        self.end = self._set_start(self.first_set + self.active_sets)
+
+    def _windows_to(self, address: int) -> int:
+        """How many prefetch windows the window moves on until it holds `address` (a miss: at least one).
+        The prefetch window is no larger than the active one, so the windows passed leave no gap."""
+        wanted = self.next_use[address] if address < len(self.next_use) else self.never
+        if wanted == self.never or self.prefetch_sets == 0:
+            raise AssertionError("an address outside the prefetch sequence")
+        windows = 1
+        while self._set_start(self.first_set + windows * self.prefetch_sets + self.active_sets) <= wanted:
+            windows += 1
+        return windows
 
     def serve(self, row: np.ndarray, cycle: int) -> int:
         """Serve one request line at `cycle`; returns its stall cycles (v3's count, may be negative)."""
         addresses = row[row != IDLE]
         offset = 1
         at = 0
+        lines = _ceil(self.prefetch_size, self.bandwidth)
         while at < len(addresses):
             hit = self._hits(addresses[at:])
             if hit.all():
                 break
             at += int(np.argmin(hit))
-            while not self._hits(addresses[at:at + 1])[0]:
-                if self.prefetch_sets == 0:
-                    raise AssertionError("an address outside the prefetch sequence")
-                self._advance()
+            windows = self._windows_to(int(addresses[at]))
+            self._slide(windows)
+            for _ in range(windows):  # each prefetch window is fetched after the one before, one line a cycle
+                self.words_fetched += lines * self.bandwidth
+                self.last_fetch += lines + 1
                 late = self.last_fetch - (cycle + offset)
                 offset += late
                 if late > 0:
                     offset += late
             at += 1
         return offset - 1
+
+
+def _occurrences(sequence: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per address, the position of its first occurrence in `sequence` (the int64 maximum for an address
+    that never occurs); per position, the position of the same address's next occurrence, in the
+    sequence repeated end to end (past its end where it wraps around)."""
+    first = np.full(int(sequence.max(initial=0)) + 1, np.iinfo(np.int64).max, np.int64)
+    order = np.argsort(sequence, kind="stable")  # positions grouped by address, ascending within a group
+    grouped = sequence[order]
+    opens = np.empty(len(order), bool)
+    opens[:1] = True
+    opens[1:] = grouped[1:] != grouped[:-1]
+    closes = np.roll(opens, -1)
+    group_first = order[opens][np.cumsum(opens) - 1]
+    following = np.empty(len(order), np.int64)
+    following[order] = np.where(closes, group_first + len(sequence), np.roll(order, -1))
+    first[grouped[opens]] = order[opens]
+    return first, following
 
 
 class WriteBuffer:

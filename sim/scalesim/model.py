@@ -52,10 +52,12 @@ def simulate_layer(layer: Layer, config: ScaleConfig, progress: Callable[[int, i
     """Run one layer; `progress(done, total)` is called per fold."""
     r, c = config.rows, config.cols
     streams = Streams(layer, r, c, config.dataflow)
-    ifmap_pf, filter_pf = streams.prefetch()
     user = config.bandwidth is not None
-    readers = (ReadBuffer(config.ifmap_kb * 1024, config.bandwidth[0], ifmap_pf),
-               ReadBuffer(config.filter_kb * 1024, config.bandwidth[1], filter_pf)) if user else None
+    readers: tuple[ReadBuffer, ...] = ()  # USER bandwidth only: CALC never stalls the reads
+    if user:
+        ifmap_pf, filter_pf = streams.prefetch()
+        readers = (ReadBuffer(config.ifmap_kb * 1024, config.bandwidth[0], ifmap_pf),
+                   ReadBuffer(config.filter_kb * 1024, config.bandwidth[1], filter_pf))
     writer = WriteBuffer(config.ofmap_kb * 1024, config.bandwidth[2] if user else c)
     stalls = 0
     line = 0
@@ -77,7 +79,7 @@ def simulate_layer(layer: Layer, config: ScaleConfig, progress: Callable[[int, i
         base = line
         rows = len(fold.ofmap)
         never = rows
-        missing = [reader.misses(b) for reader, b in zip(readers, blocks)] if user else []
+        missing = [reader.misses(b) for reader, b in zip(readers, blocks)]
         fold_start_stalls = stalls
         busy_rows, stalls_after = [], []
         writes_total = int(counts.sum())
@@ -97,7 +99,7 @@ def simulate_layer(layer: Layer, config: ScaleConfig, progress: Callable[[int, i
                 cycle = base + i + stalls
                 worst = writer.serve(int(counts[i]), cycle)
                 out_max = max(out_max, cycle + worst)
-                for k, reader in enumerate(readers if user else ()):
+                for k, reader in enumerate(readers):
                     if next_miss[k] == i:
                         worst = max(worst, reader.serve(blocks[k][i], cycle))
                         missing[k][i + 1:] = reader.misses(blocks[k][i + 1:])
@@ -129,8 +131,9 @@ def simulate_layer(layer: Layer, config: ScaleConfig, progress: Callable[[int, i
     # v3's Total Cycles is the last ofmap request's completion: a stall of the last line itself is not counted
     total = out_max if last_busy else line - 1 + stalls
     writer.flush(total)
+    # CALC bandwidth: every word of the operands is fetched once, none in a timed transfer
     dram_reads = [(rd.dram_start, rd.last_fetch, rd.words_fetched) for rd in readers] if user else \
-        [(0, 0, len(ifmap_pf[ifmap_pf != IDLE])), (0, 0, len(filter_pf[filter_pf != IDLE]))]
+        [(0, 0, words) for words in streams.prefetch_words()]
     start = min(dram_reads[0][0], dram_reads[1][0])
     stop = max(writer.dram_stop, total)
     return LayerResult(layer.name, total, stop - start, stalls, 100 * layer.macs / (total * r * c),

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from .inputs import Layer
 
@@ -49,17 +50,22 @@ def filter_addresses(layer: Layer) -> np.ndarray:
 
 
 def _pad(block: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """`block` in the top left of a rows x cols block of IDLE (`block` itself when it fills it)."""
+    if block.shape == (rows, cols):
+        return block
     out = np.full((rows, cols), IDLE, np.int64)
     out[:block.shape[0], :block.shape[1]] = block
     return out
 
 
-def skew(block: np.ndarray) -> np.ndarray:
-    """Delay column j by j cycles: the systolic wavefront."""
+def skew(block: np.ndarray, before: int = 0, after: int = 0) -> np.ndarray:
+    """Delay column j by j cycles, the systolic wavefront, after `before` idle rows and with `after`
+    more at the end of the block: element (i, j) goes to row before + i + j."""
     rows, cols = block.shape
-    out = np.full((rows + cols - 1, cols), IDLE, np.int64)
-    column = np.arange(cols)
-    out[np.arange(rows)[:, None] + column, column] = block
+    out = np.full((before + rows + after + cols - 1, cols), IDLE, np.int64)
+    # one strided copy: from row `before`, row i of the block is a row of `out` on, column j one more row down
+    row, item = out.strides
+    as_strided(out[before:], (rows, cols), (row, row + item), writeable=True)[...] = block
     return out
 
 
@@ -108,6 +114,11 @@ class Streams:
             return _pad(self.ifmap[fr * r:(fr + 1) * r, :].T, self.t, r)
         return _pad(self.ifmap[:, fr * r:(fr + 1) * r], self.t, r)
 
+    def prefetch_words(self) -> tuple[int, int]:
+        """How many (ifmap, filter) words the SRAMs fill from DRAM: `prefetch`'s addresses, counted
+        without ordering them (all CALC bandwidth mode needs)."""
+        return int(np.count_nonzero(self.ifmap != IDLE)), self.filter.size
+
     def prefetch(self) -> tuple[np.ndarray, np.ndarray]:
         """(ifmap, filter) addresses in the order the SRAMs fill from DRAM (-1 entries included)."""
         c = self.cols
@@ -126,16 +137,16 @@ class Streams:
                 rows_used = min(r, self.sr - fr * r)
                 slab = self._slab(fr)
                 if self.dataflow == "os":
-                    ifmap = skew(np.concatenate([slab, np.full((c - 1, r), IDLE)]))
-                    filt = skew(np.concatenate([_pad(weights, t, c), np.full((r - 1, c), IDLE)]))
+                    ifmap = skew(slab, after=c - 1)
+                    filt = skew(_pad(weights, t, c), after=r - 1)
                     results = self._ofmap_ids(fr * r, rows_used, fc * c, cols_used)
-                    ofmap = skew(np.concatenate([np.full((t - 1, c), IDLE), _pad(results, r, c)[::-1]]))
+                    ofmap = skew(_pad(results, r, c)[::-1], before=t - 1)
                 else:
-                    ifmap = skew(np.concatenate([np.full((r, r), IDLE), slab, np.full((c - 1, r), IDLE)]))
+                    ifmap = skew(slab, before=r, after=c - 1)
                     block = _pad(weights[fr * r:(fr + 1) * r], r, c)[::-1]
                     filt = np.concatenate([block, np.full((r + c + t - 2, c), IDLE)])
                     results = self._ofmap_ids(0, t, fc * c, cols_used)
-                    ofmap = skew(np.concatenate([np.full((2 * r - 1, c), IDLE), _pad(results, t, c)]))
+                    ofmap = skew(_pad(results, t, c), before=2 * r - 1)
                 yield Fold(ifmap, filt, ofmap, rows_used, cols_used)
 
     def _ofmap_ids(self, row0: int, rows: int, col0: int, cols: int) -> np.ndarray:
