@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from ..errors import GlowError
+from ..version import __version__
 
 EXIT_BAD_INPUT = 2
 
@@ -72,8 +73,6 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The `glowsdk` parser. Given the command line `argv`, only the command it names gets its
     arguments (the others are listed by name and help); without, every command gets them."""
-    from .. import __version__
-
     parser = _Parser(prog="glowsdk", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"glowsdk {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
