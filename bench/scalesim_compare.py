@@ -11,8 +11,8 @@ test, AlexNet: SCALE-Sim takes minutes on it), then a grid of 16x16 and 32x32 ar
 CALC (unbounded) and USER bandwidth of 64, 20 and 10 words/cycle, on conv and GEMM topologies,
 and 8/8/1 KiB SRAMs at 10 words/cycle. Every case writes one complete v3 .cfg that both tools
 read. Each tool runs as its own process; the table gives each process's wall time (SCALE-Sim's
-includes its import, ~0.5 s; glowsdk's its start-up, 1 to 3 s on a busy machine) and the
-simulation alone as each tool times it. Run it on a quiet machine.
+includes its import, ~0.5 s; glowsdk's its start-up, which loads the scalesim command's modules
+only, about as long) and the simulation alone as each tool times it. Run it on a quiet machine.
 """
 from __future__ import annotations
 
