@@ -47,6 +47,27 @@ def test_residual_chains_fuse_into_the_convolutions_bit_exact(config, batch):
     assert any(isinstance(op, Lut8) for op in fused)
 
 
+@pytest.mark.parametrize("width", [12, 7])
+def test_strided_and_batched_1x1_convolutions_read_views_bit_exact(width):
+    # a downsampling block at batch 2: its strided 1x1 reads every other pixel of every other row, and where the
+    # images lie one after another the 1x1s tile across both of them (the strided one's subsampled rows do only
+    # for an even width: 7 rows subsample to 4, of which the last is not followed by the next image's first)
+    b = NetBuilder((2, 16, width, width))
+    stem = b.conv("x", 16, 16)
+    branch = b.conv(b.conv(stem, 16, 8, 3, 1, 2), 8, 32, 1, 0, relu=False)
+    skip = b.conv(stem, 16, 32, 1, 0, 2, relu=False)
+    network = b.network(b.conv(b.node("Relu", [b.node("Add", [branch, skip])]), 32, 8, 1, 0, relu=False))
+    npu = assert_bit_exact(network, config="default")
+    out = -(-width // 2)
+    ones = [layer.body for layer in npu.compiled.layers if layer.kind == "Conv" and layer.body.shape.kh == 1]
+    assert len(ones) == 3 and all(body.shape.stride == (1, 1) for body in ones)
+    strided = next(body for body in ones if body.shape.channels == 16)
+    merged = [body.source.batch == 1 for body in ones]
+    assert merged == [width % 2 == 0 or body is not strided for body in ones]
+    assert [body.shape.out_height for body in ones] == [2 * out if m else out for m in merged]
+    assert strided.shape.width == out and strided.workload().input_bytes == 2 * 16 * width * width + 2 * 32 * out * out
+
+
 def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():
     rescale, clamp = Rescale8(1518500250, 1, 5, -7), Clamp8(-7, 100)
     chain = compact([rescale, clamp, AddTensor(None, 3, Rescale8(1 << 30, 0, 2, 0)), clamp])

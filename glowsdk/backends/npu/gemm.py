@@ -257,6 +257,8 @@ class GemmLayer:
     """groups of a grouped convolution on the filter's block diagonal (their zeros are no work)"""
     luts: tuple[int, ...] = ()
     """constants offsets of the epilogue's tables (`tables`), loaded once after the requantize table"""
+    input_bytes: int = 0
+    """the bytes of the tensor the layer reads, where its shape reads fewer (`merged_view`); 0: the shape's"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
@@ -265,6 +267,9 @@ class GemmLayer:
         """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants. With
         `diagonal`, `filters` is the block diagonal of `groups` groups in their order: the tiles follow the
         groups and the blocks off the diagonal are no step (tiling.choose_grouped_tiling)."""
+        read = source.batch * shape.height * shape.width * shape.channels
+        if groups == 1:
+            shape, source, result, epilogue = merged_view(shape, source, result, epilogue)
         epilogue = compact(epilogue)
         table_bytes = 8 * shape.out_channels if requant.per_channel else 0
         reserved = align(table_bytes) + LUT_BYTES * len(tables(epilogue))
@@ -283,7 +288,7 @@ class GemmLayer:
                    if block_touches(n0, tiling.n, c0, tiling.c, og, cg)}
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
                          add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue,
-                         groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)))
+                         groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)), input_bytes=read)
 
     def workload(self) -> Workload:
         """The work no tiling avoids (isa/roofline.py): the useful MACs (a block diagonal's zeros are none),
@@ -295,7 +300,7 @@ class GemmLayer:
         constants = taps * s.out_channels + 4 * s.out_channels + (8 * s.out_channels if self.requant.per_channel else 0)
         adds = sum(isinstance(op, AddTensor) for op in self.epilogue)
         return Workload(pixels * s.out_channels * taps, "vector" if g > 1 and s.channels == g else "array", constants,
-                        batch * s.height * s.width * s.channels + adds * pixels * s.out_channels,
+                        (self.input_bytes or batch * s.height * s.width * s.channels) + adds * pixels * s.out_channels,
                         pixels * s.out_channels)
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Spec], list[Tile], Spec]:
@@ -380,6 +385,28 @@ class GemmLayer:
             multiplier=0 if per_channel else int(r.multipliers[0]), shift=0 if per_channel else int(r.shifts[0]),
             zero_point=r.zero, clamp_lo=-128, clamp_hi=127, per_channel=int(per_channel),
             table=self.spad_table + 8 * n0 if per_channel else 0, bias_row=1, bias=bias))
+
+
+def merged_view(shape: ConvShape, source: Image, result: Image, epilogue: Sequence[EpilogueOp]
+                ) -> tuple[ConvShape, Image, Image, tuple[EpilogueOp, ...]]:
+    """The same 1 x 1 convolution (no padding) over views that make larger tiles: a stride only subsamples the
+    input (the loads skip the pixels no output reads: a quarter of the bytes at stride 2), and images that lie
+    one after another, the input's, the result's and each residual operand's, are one image of all their rows
+    (tiles span images, and a weight block is loaded once for all of them, not once per image)."""
+    if (shape.kh, shape.kw) != (1, 1) or any(shape.pads):
+        return shape, source, result, tuple(epilogue)
+    sh, sw = shape.stride
+    source = Image(source.tensor, source.batch, source.batch_stride, source.row_stride * sh, source.pixel_stride * sw)
+    shape = replace(shape, height=shape.out_height, width=shape.out_width, stride=(1, 1))
+    adds = [op.operand for op in epilogue if isinstance(op, AddTensor)]
+    if source.batch == 1 or any(image.batch_stride != shape.out_height * image.row_stride
+                                for image in (source, result, *adds)):
+        return shape, source, result, tuple(epilogue)
+    def one(image: Image) -> Image:
+        return Image(image.tensor, 1, 0, image.row_stride, image.pixel_stride)
+    rows = source.batch * shape.out_height
+    merged = tuple(replace(op, operand=one(op.operand)) if isinstance(op, AddTensor) else op for op in epilogue)
+    return replace(shape, height=rows, out_height=rows), one(source), one(result), merged
 
 
 def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, operand: int,
