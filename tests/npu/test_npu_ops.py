@@ -72,6 +72,21 @@ def test_wide_groups_one_layer_with_no_step_off_the_diagonal(c, groups, hw, conf
     assert layer.tiling.n % per_group == 0 or per_group % layer.tiling.n == 0
 
 
+def test_a_row_tile_loads_its_input_once_for_all_its_output_channel_tiles():
+    """Every input channel in one step and several output-channel tiles (a wide 1x1 on the edge preset's small
+    accumulator): each row tile loads its input rows once, each output-channel tile only its weights."""
+    b = NetBuilder((1, 64, 14, 14))
+    npu = assert_bit_exact(b.network(b.conv(b.conv("x", 64, 64, 1, 0), 64, 512, 1, 0)), config="edge")
+    layer = next(layer.body for layer in npu.compiled.layers if layer.kind == "Conv" and
+                 layer.body.shape.out_channels == 512)
+    s, t = layer.shape, layer.tiling
+    assert t.c == s.channels and t.n < s.out_channels
+    _, tiles, _ = layer.tiles(lambda tensor: 0, 0)
+    loads = [m for tile in tiles for step in tile.steps for m, _ in step.loads if m == "LOAD"]
+    row_tiles, steps = -(-s.out_height // t.rows), sum(len(tile.steps) for tile in tiles)
+    assert len(loads) == row_tiles + steps
+
+
 def test_grouped_conv_per_channel_bit_exact():
     assert_bit_exact(_grouped_net(24, 24, 24, 3, 1), config="default", per_channel=True)
 

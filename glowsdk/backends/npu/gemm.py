@@ -312,8 +312,13 @@ class GemmLayer:
         slot_base = lut_base + LUT_BYTES * len(luts)
         in_bytes, w_bytes = t.input_bytes(s), t.weight_bytes(s)
         out_bytes = align(t.rows * s.out_width * t.n)
-        inputs = [slot_base + k * (in_bytes + w_bytes) for k in (0, 1)]
+        inputs = [slot_base + k * in_bytes for k in (0, 1)]
+        weight_slots = [slot_base + 2 * in_bytes + k * w_bytes for k in (0, 1)]
         outputs = [slot_base + 2 * (in_bytes + w_bytes) + k * out_bytes for k in (0, 1)]
+        # with every input channel in one step, a row tile's input is loaded once, into the input slot of the row
+        # tile's parity, and its output-channel tiles read it there: the loads of a step wait for the MATMUL two
+        # steps back, which comes after every MATMUL of the row tile two back (the matrix engine runs in order)
+        stationary = t.c >= s.channels
         # every output channel's bias first, loaded once (no tile's load waits for the vector engine), and low in
         # the accumulator: REQUANT addresses it in 19 bits, and an accumulator may hold 2^20 words
         bias_row = 0
@@ -329,12 +334,13 @@ class GemmLayer:
         prologue += [config_load(0, 0, 4 * s.out_channels),
                      ("LOAD", load(constants + self.bias, "acc", bias_row, 1, 1))]
         source, result = base(self.source.tensor), base(self.result.tensor)
-        tiles, g = [], 0
+        tiles, g, row_tile = [], 0, -1
         config = None
         for b in range(self.source.batch):
             for oy0 in range(0, s.out_height, t.rows):
                 oy1 = min(s.out_height, oy0 + t.rows)
                 pixels = (oy1 - oy0) * s.out_width
+                row_tile += 1
                 for n0 in range(0, s.out_channels, t.n):
                     n = min(t.n, s.out_channels - n0)
                     slot = len(tiles) % 2
@@ -343,9 +349,9 @@ class GemmLayer:
                         if (n0, c0) not in self.weights:  # off a block diagonal: no work
                             continue
                         c = min(t.c, s.channels - c0)
-                        ins, wgt = inputs[g % 2], inputs[g % 2] + in_bytes
-                        loads = input_loads(s, self.source, self.x_zero, source + b * self.source.batch_stride + c0,
-                                            oy0, oy1, c, ins)
+                        ins, wgt = inputs[row_tile % 2 if stationary else g % 2], weight_slots[g % 2]
+                        loads = [] if stationary and n0 > 0 else input_loads(
+                            s, self.source, self.x_zero, source + b * self.source.batch_stride + c0, oy0, oy1, c, ins)
                         k = s.kh * s.kw * c
                         loads += [config_load(n, 0, n),
                                   ("LOAD", load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1))]

@@ -2,7 +2,8 @@
 
 A GEMM-like layer (a convolution, or a MatMul seen as a 1 x 1 convolution over an M x 1 image of K
 channels) is tiled over output rows (`rows`), output channels (`n`) and input channels (`c`, the
-reduction, accumulated in place). Every candidate keeps two of each scratchpad buffer (input image
+reduction, accumulated in place); when `c` is every input channel, a row tile's input is loaded once
+and every output-channel tile of that row tile reads it. Every candidate keeps two of each scratchpad buffer (input image
 rows with their halo, weight block, int8 result, residual operands) and two accumulator tiles, for
 double buffering, next to the bias of every output channel.
 
@@ -216,9 +217,11 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
     array = vector = 0.0
     first_load = first_mm = last_mm = tile_vector = last_tail = 0.0
     steps = 0
+    stationary = c >= s.channels
+    """every input channel in one step: a row tile loads its input once for all its output-channel tiles"""
     for row_size, row_count in _split(s.out_height, rows):
         pixels = row_size * s.out_width
-        for n_size, n_count in _split(s.out_channels, n):
+        for j, (n_size, n_count) in enumerate(_split(s.out_channels, n)):
             tiles = row_count * n_count
             out = _runs(*_image_runs(row_size, s.out_width, n_size, pitches.output, n), config)
             store = _transfer_cycles(*out, config)
@@ -232,14 +235,16 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
             for c_size, c_count in _split(s.channels, c):
                 k = s.kh * s.kw * c_size
                 in_rows = min(s.in_rows(row_size), s.height)
-                runs = [_runs(*_image_runs(in_rows, s.width, c_size, pitches.input, c), config),
-                        _runs(1, k * n_size, 0, config)]
-                step_loads = sum(_transfer_cycles(*r, config) for r in runs)
-                loads += tiles * c_count * latency * len(runs)
+                image, weights = (_runs(*_image_runs(in_rows, s.width, c_size, pitches.input, c), config),
+                                  _runs(1, k * n_size, 0, config))
+                step_loads = _transfer_cycles(*image, config) + _transfer_cycles(*weights, config)
+                reads = (row_count if j == 0 else 0) if stationary else tiles * c_count
+                loads += (reads + tiles * c_count) * latency
                 mm = min(matmul_cycles(pixels, k, n_size, flow, config) for flow in ("ws", "os"))
-                traffic += tiles * c_count * (in_rows * s.width * c_size + k * n_size)
-                bus += tiles * c_count * sum(r[1] for r in runs)
-                held += tiles * c_count * sum(r[0] * config.dram_latency_cycles + r[1] for r in runs)
+                traffic += reads * in_rows * s.width * c_size + tiles * c_count * k * n_size
+                bus += reads * image[1] + tiles * c_count * weights[1]
+                held += sum(count * (r[0] * config.dram_latency_cycles + r[1])
+                            for count, r in ((reads, image), (tiles * c_count, weights)))
                 array += tiles * c_count * mm
                 steps += tiles * c_count
                 if not first_load:
