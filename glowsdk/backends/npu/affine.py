@@ -22,7 +22,8 @@ from isa.config import ArchConfig
 
 from ...errors import UnsupportedError
 from .gemm import Requant
-from .pipeline import Spec, Step, Tile
+from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, LOAD, REQUANT, STORE, VMUL, VSUBI, Op
+from .pipeline import Step, Tile
 from .scratchpad import LINE, align
 from .tensors import DramTensor
 
@@ -78,24 +79,24 @@ class AffineLayer:
             weights, bias = spads[k % 2], accs[k % 2]
             x, y, acc = weights + row, weights + row + align(chunk), bias + row
             dma = dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)
-            loads: list[Spec] = [("CONFIG_LOAD", dma), ("LOAD", dict(dram=base(self.source) + start, space="spad",
-                                                                      sram=x, planes=1, rows=1, cols=1))]
+            loads: list[Op] = [CONFIG_LOAD(**dma), LOAD(dram=base(self.source) + start, space="spad",
+                                                        sram=x, planes=1, rows=1, cols=1)]
             if k < 2:
-                loads += [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=c)),
-                          ("LOAD", dict(dram=base(self.weights), space="spad", sram=weights, planes=1,
-                                        rows=1, cols=1)),
-                          ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * c)),
-                          ("LOAD", dict(dram=base(self.bias), space="acc", sram=bias, planes=1, rows=1,
-                                        cols=1))]
-            vector: list[Spec] = [
-                ("VSUBI", dict(dst_space="acc", dst=acc, src_space="spad", src=x, count=n, imm=self.x_zero)),
-                ("VMUL", dict(dst_space="acc", dst=acc, src1_space="acc", src1=acc, src2_space="spad", src2=weights,
-                              rows=n // c, cols=c, bcast=1)),
-                ("CONFIG_REQUANT", dict(multiplier=m, shift=shift, zero_point=self.requant.zero, clamp_lo=-128,
-                                        clamp_hi=127, per_channel=0, table=0, bias_row=1, bias=bias)),
-                ("REQUANT", dict(dst=y, src=acc, rows=n // c, cols=c)),
+                loads += [CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=c),
+                          LOAD(dram=base(self.weights), space="spad", sram=weights, planes=1,
+                               rows=1, cols=1),
+                          CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * c),
+                          LOAD(dram=base(self.bias), space="acc", sram=bias, planes=1, rows=1,
+                               cols=1)]
+            vector: list[Op] = [
+                VSUBI(dst_space="acc", dst=acc, src_space="spad", src=x, count=n, imm=self.x_zero),
+                VMUL(dst_space="acc", dst=acc, src1_space="acc", src1=acc, src2_space="spad", src2=weights,
+                     rows=n // c, cols=c, bcast=1),
+                CONFIG_REQUANT(multiplier=m, shift=shift, zero_point=self.requant.zero, clamp_lo=-128,
+                               clamp_hi=127, per_channel=0, table=0, bias_row=1, bias=bias),
+                REQUANT(dst=y, src=acc, rows=n // c, cols=c),
             ]
-            stores: list[Spec] = [("CONFIG_STORE", dma), ("STORE", dict(dram=base(self.result) + start, space="spad",
-                                                                         sram=y, planes=1, rows=1, cols=1))]
+            stores: list[Op] = [CONFIG_STORE(**dma), STORE(dram=base(self.result) + start, space="spad",
+                                                           sram=y, planes=1, rows=1, cols=1)]
             tiles.append(Tile([Step(loads)], vector, stores))
         return tiles

@@ -29,7 +29,9 @@ from isa.roofline import Workload
 from ...errors import UnsupportedError
 from ...graph.node import Node
 from .gemm import Requant, best_dataflow
-from .pipeline import Spec, Step, Tile
+from .instructions import (CONFIG_LOAD, CONFIG_MATMUL, CONFIG_REQUANT, CONFIG_STORE, LOAD, MATMUL, REQUANT, STORE, VSUB,
+                           Op)
+from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
 
@@ -118,16 +120,16 @@ class BatchMatMulLayer:
         return Workload(batch * m * k * n, "array", constants, self.lhs.elements + self.rhs.elements,
                         self.result.elements)
 
-    def prologue(self, constants: int) -> list[Spec]:
+    def prologue(self, constants: int) -> list[Op]:
         """The fill blocks, once, at the bottom of the scratchpad."""
         size = self.shape[1] * self.block[1]
         return [spec for f, offset in enumerate(self.fill_blocks) for spec in (
-            ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=size)),
-            ("LOAD", dict(dram=constants + offset, space="spad", sram=f * align(size), planes=1, rows=1,
-                          cols=1)))]
+            CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=size),
+            LOAD(dram=constants + offset, space="spad", sram=f * align(size), planes=1, rows=1,
+                 cols=1))]
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int,
-              config: ArchConfig) -> tuple[list[Tile], Spec]:
+              config: ArchConfig) -> tuple[list[Tile], Op]:
         m, k, n = self.shape
         rows, cols = self.block
         fill_base = [f * align(k * cols) for f in range(len(self.fills))]
@@ -137,11 +139,11 @@ class BatchMatMulLayer:
         accs = [s * (rows + 1) * cols for s in (0, 1)]
         folded = self.lhs_zero != 0
         r = self.requant
-        requant = ("CONFIG_REQUANT", dict(multiplier=int(r.multipliers[0]), shift=int(r.shifts[0]),
-                                          zero_point=r.zero, clamp_lo=-128, clamp_hi=127, per_channel=0, table=0,
-                                          bias_row=0, bias=0))
+        requant = CONFIG_REQUANT(multiplier=int(r.multipliers[0]), shift=int(r.shifts[0]),
+                                 zero_point=r.zero, clamp_lo=-128, clamp_hi=127, per_channel=0, table=0,
+                                 bias_row=0, bias=0)
         tiles: list[Tile] = []
-        config_mm: Spec | None = None
+        config_mm: Op | None = None
         for index in product(*(range(d) for d in self.result.shape[:-2])):
             offsets = [base(t) + sum(i * s for i, s in zip(index, t.strides)) for t in (self.lhs, self.rhs,
                                                                                      self.result)]
@@ -152,36 +154,36 @@ class BatchMatMulLayer:
                     s = len(tiles) % 2
                     a, b, out = slot[s], slot[s] + a_bytes, slot[s] + a_bytes + b_bytes
                     a_box, b_box = _box(self.lhs, k), _box(self.rhs, c)
-                    loads: list[Spec] = [
-                        ("CONFIG_LOAD", a_box),
-                        ("LOAD", dict(dram=offsets[0] + m0 * self.lhs.strides[-2], space="spad", sram=a, planes=1,
-                                      rows=p, cols=_cols(a_box, k))),
-                        ("CONFIG_LOAD", b_box),
-                        ("LOAD", dict(dram=offsets[1] + n0 * self.rhs.strides[-1], space="spad", sram=b, planes=1,
-                                      rows=k, cols=_cols(b_box, c)))]
+                    loads: list[Op] = [
+                        CONFIG_LOAD(**a_box),
+                        LOAD(dram=offsets[0] + m0 * self.lhs.strides[-2], space="spad", sram=a, planes=1,
+                             rows=p, cols=_cols(a_box, k)),
+                        CONFIG_LOAD(**b_box),
+                        LOAD(dram=offsets[1] + n0 * self.rhs.strides[-1], space="spad", sram=b, planes=1,
+                             rows=k, cols=_cols(b_box, c))]
                     if folded:
-                        loads += [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=k)),
-                                  ("LOAD", dict(dram=constants + self.zero_row, space="spad", sram=a + p * k,
-                                                planes=1, rows=1, cols=1))]
+                        loads += [CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=k),
+                                  LOAD(dram=constants + self.zero_row, space="spad", sram=a + p * k,
+                                       planes=1, rows=1, cols=1)]
                     a_rows = p + folded
-                    config_mm = ("CONFIG_MATMUL", dict(dataflow=best_dataflow(a_rows, k, c, config), im2col=0,
-                                                       out_w=1, channels=1, kw=1, stride_h=1, stride_w=1, dil_h=1,
-                                                       dil_w=1, row_pitch=0, pixel_pitch=0))
-                    matmuls: list[Spec] = [config_mm, ("MATMUL", dict(inp=a, wgt=b, acc=accs[s], rows=a_rows, k=k,
-                                                                      n=c, acc_mode=0))]
-                    matmuls += [("MATMUL", dict(inp=a, wgt=w, acc=accs[s], rows=a_rows, k=k, n=c, acc_mode=1))
+                    config_mm = CONFIG_MATMUL(dataflow=best_dataflow(a_rows, k, c, config), im2col=0,
+                                              out_w=1, channels=1, kw=1, stride_h=1, stride_w=1, dil_h=1,
+                                              dil_w=1, row_pitch=0, pixel_pitch=0)
+                    matmuls: list[Op] = [config_mm, MATMUL(inp=a, wgt=b, acc=accs[s], rows=a_rows, k=k,
+                                                           n=c, acc_mode=0)]
+                    matmuls += [MATMUL(inp=a, wgt=w, acc=accs[s], rows=a_rows, k=k, n=c, acc_mode=1)
                                 for w in fill_base]
-                    vector: list[Spec] = []
+                    vector: list[Op] = []
                     if folded:
-                        vector.append(("VSUB", dict(dst_space="acc", dst=accs[s], src1_space="acc", src1=accs[s],
-                                                    src2_space="acc", src2=accs[s] + p * c, rows=p, cols=c,
-                                                    bcast=1)))
-                    vector += [requant, ("REQUANT", dict(dst=out, src=accs[s], rows=p, cols=c))]
+                        vector.append(VSUB(dst_space="acc", dst=accs[s], src1_space="acc", src1=accs[s],
+                                           src2_space="acc", src2=accs[s] + p * c, rows=p, cols=c,
+                                           bcast=1))
+                    vector += [requant, REQUANT(dst=out, src=accs[s], rows=p, cols=c)]
                     out_box = _box(self.result, c)
-                    stores: list[Spec] = [
-                        ("CONFIG_STORE", out_box),
-                        ("STORE", dict(dram=offsets[2] + m0 * self.result.strides[-2] + n0, space="spad", sram=out,
-                                       planes=1, rows=p, cols=_cols(out_box, c)))]
+                    stores: list[Op] = [
+                        CONFIG_STORE(**out_box),
+                        STORE(dram=offsets[2] + m0 * self.result.strides[-2] + n0, space="spad", sram=out,
+                              planes=1, rows=p, cols=_cols(out_box, c))]
                     tiles.append(Tile([Step(loads, matmuls)], vector, stores))
         return tiles, config_mm
 

@@ -16,7 +16,8 @@ import numpy as np
 from isa.config import ArchConfig
 
 from ...errors import UnsupportedError
-from .pipeline import Spec, Step, Tile
+from .instructions import CONFIG_LOAD, CONFIG_STORE, LOAD, OPS, STORE, VADD, VSUBI, Op
+from .pipeline import Step, Tile
 from .tensors import DramTensor
 from .vector import CHUNK
 
@@ -55,20 +56,20 @@ class RowBroadcastLayer:
             slot = (k % 2) * 3 * size
             a, b, out, acc = slot, slot + size, slot + 2 * size, (k % 2) * size
             flat = dict(row_stride=0, plane_stride=0, col_stride=0)
-            loads: list[Spec] = [
-                ("CONFIG_LOAD", dict(flat, elem_bytes=n * width)),
-                ("LOAD", dict(dram=base(self.full) + first * width, space="spad", sram=a, planes=1, rows=1, cols=1)),
-                ("CONFIG_LOAD", dict(flat, elem_bytes=width)),
-                ("LOAD", dict(dram=base(self.row), space="spad", sram=b, planes=1, rows=1, cols=1))]
+            loads: list[Op] = [
+                CONFIG_LOAD(**flat, elem_bytes=n * width),
+                LOAD(dram=base(self.full) + first * width, space="spad", sram=a, planes=1, rows=1, cols=1),
+                CONFIG_LOAD(**flat, elem_bytes=width),
+                LOAD(dram=base(self.row), space="spad", sram=b, planes=1, rows=1, cols=1)]
             shape = dict(rows=n, cols=width, bcast=1, src1_space="spad", src1=a, src2_space="spad", src2=b)
             if self.op == "Add":
-                vector: list[Spec] = [("VADD", dict(dst_space="acc", dst=acc, **shape)),
-                                      ("VSUBI", dict(dst_space="spad", dst=out, src_space="acc", src=acc,
-                                                     count=n * width, imm=self.zero))]
+                vector: list[Op] = [VADD(dst_space="acc", dst=acc, **shape),
+                                      VSUBI(dst_space="spad", dst=out, src_space="acc", src=acc,
+                                            count=n * width, imm=self.zero)]
             else:
-                vector = [("V" + self.op.upper(), dict(dst_space="spad", dst=out, **shape))]
-            stores: list[Spec] = [("CONFIG_STORE", dict(flat, elem_bytes=n * width)),
-                                  ("STORE", dict(dram=base(self.result) + first * width, space="spad", sram=out,
-                                                 planes=1, rows=1, cols=1))]
+                vector = [OPS["V" + self.op.upper()](dst_space="spad", dst=out, **shape)]
+            stores: list[Op] = [CONFIG_STORE(**flat, elem_bytes=n * width),
+                                  STORE(dram=base(self.result) + first * width, space="spad", sram=out,
+                                        planes=1, rows=1, cols=1)]
             tiles.append(Tile([Step(loads)], vector, stores))
         return tiles

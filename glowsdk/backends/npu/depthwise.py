@@ -30,7 +30,8 @@ from isa.roofline import Workload
 
 from .gemm import (AddTensor, Clamp8, EpilogueOp, Image, Requant, compact, config_load, epilogue_specs, input_loads,
                    load, tables)
-from .pipeline import Spec, Step, Tile
+from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, REQUANT, STORE, VMAC, Op
+from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
 from .tiling import ConvShape
@@ -142,7 +143,7 @@ class DepthwiseLayer:
         return Workload(pixels * c * taps, "vector", constants, batch * s.height * s.width * c + adds * pixels * c,
                         pixels * c)
 
-    def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Spec], list[Tile]]:
+    def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Op], list[Tile]]:
         """(prologue, tiles) with absolute DRAM addresses."""
         s, c_all, taps = self.shape, self.shape.channels, self.shape.kh * self.shape.kw
         table_bytes = align(8 * c_all) if self.requant.per_channel else 0
@@ -154,13 +155,13 @@ class DepthwiseLayer:
         first_slot = weights + align(taps * c_all)
         inputs = [first_slot + k * slot_bytes for k in (0, 1)]
         accs = [align(c_all) + k * words for k in (0, 1)]
-        prologue: list[Spec] = []
+        prologue: list[Op] = []
         if self.requant.per_channel:
-            prologue += [config_load(0, 0, 8 * c_all), ("LOAD", load(constants + self.table, "spad", 0, 1, 1))]
+            prologue += [config_load(0, 0, 8 * c_all), load(constants + self.table, "spad", 0, 1, 1)]
         for offset, sram in zip(self.luts, luts.values()):
-            prologue += [config_load(0, 0, LUT_BYTES), ("LOAD", load(constants + offset, "spad", sram, 1, 1))]
-        prologue += [config_load(0, 0, taps * c_all), ("LOAD", load(constants + self.weights, "spad", weights, 1, 1)),
-                     config_load(0, 0, 4 * c_all), ("LOAD", load(constants + self.bias, "acc", 0, 1, 1))]
+            prologue += [config_load(0, 0, LUT_BYTES), load(constants + offset, "spad", sram, 1, 1)]
+        prologue += [config_load(0, 0, taps * c_all), load(constants + self.weights, "spad", weights, 1, 1),
+                     config_load(0, 0, 4 * c_all), load(constants + self.bias, "acc", 0, 1, 1)]
         source, result, r = base(self.source.tensor), base(self.result.tensor), self.result
         tiles: list[Tile] = []
         for b in range(self.source.batch):
@@ -175,40 +176,40 @@ class DepthwiseLayer:
                                         oy0, oy1, n, ins)
                     for op in adds:
                         x = op.operand
-                        loads += [("CONFIG_LOAD", dict(row_stride=x.row_stride, plane_stride=0,
-                                                       col_stride=x.pixel_stride, elem_bytes=n)),
-                                  ("LOAD", load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + c0, "spad",
-                                                operands[id(op)], oy1 - oy0, s.out_width))]
+                        loads += [CONFIG_LOAD(row_stride=x.row_stride, plane_stride=0,
+                                              col_stride=x.pixel_stride, elem_bytes=n),
+                                  load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + c0, "spad",
+                                       operands[id(op)], oy1 - oy0, s.out_width)]
                     vector = self._taps(ins, accs[slot], weights + c0, oy1 - oy0, n)
-                    vector += [self._config_requant(c0), ("REQUANT", dict(dst=out, src=accs[slot], rows=pixels,
-                                                                          cols=n))]
+                    vector += [self._config_requant(c0), REQUANT(dst=out, src=accs[slot], rows=pixels,
+                                                                 cols=n)]
                     for op in self.epilogue:
                         vector += epilogue_specs(op, out, accs[slot], pixels, n, operands.get(id(op), 0), luts)
-                    stores = [("CONFIG_STORE", dict(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride,
-                                                    elem_bytes=n)),
-                              ("STORE", dict(dram=result + b * r.batch_stride + oy0 * r.row_stride + c0, space="spad",
-                                             sram=out, planes=1, rows=oy1 - oy0, cols=s.out_width))]
+                    stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride,
+                                           elem_bytes=n),
+                              STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + c0, space="spad",
+                                    sram=out, planes=1, rows=oy1 - oy0, cols=s.out_width)]
                     tiles.append(Tile([Step(loads)], vector, stores))
         return prologue, tiles
 
-    def _taps(self, ins: int, acc: int, weights: int, rows: int, n: int) -> list[Spec]:
+    def _taps(self, ins: int, acc: int, weights: int, rows: int, n: int) -> list[Op]:
         """Every tap of every output row of a tile: the first tap overwrites the row's accumulators."""
         s = self.shape
         (sh, sw), (dh, dw) = s.stride, s.dilation
-        specs: list[Spec] = []
+        specs: list[Op] = []
         for oy in range(rows):
             for t in range(s.kh * s.kw):
                 ky, kx = divmod(t, s.kw)
-                specs.append(("VMAC", dict(dst=acc + oy * s.out_width * n,
-                                           src=ins + ((oy * sh + ky * dh) * s.padded_width + kx * dw) * n,
-                                           wgt=weights + t * s.channels, rows=s.out_width, cols=n, pitch=sw * n,
-                                           acc_mode=int(t > 0))))
+                specs.append(VMAC(dst=acc + oy * s.out_width * n,
+                                  src=ins + ((oy * sh + ky * dh) * s.padded_width + kx * dw) * n,
+                                  wgt=weights + t * s.channels, rows=s.out_width, cols=n, pitch=sw * n,
+                                  acc_mode=int(t > 0)))
         return specs
 
-    def _config_requant(self, c0: int) -> Spec:
+    def _config_requant(self, c0: int) -> Op:
         r = self.requant
         per_channel = r.per_channel
-        return ("CONFIG_REQUANT", dict(
+        return CONFIG_REQUANT(
             multiplier=0 if per_channel else int(r.multipliers[0]), shift=0 if per_channel else int(r.shifts[0]),
             zero_point=r.zero, clamp_lo=self.clamp[0], clamp_hi=self.clamp[1], per_channel=int(per_channel),
-            table=8 * c0 if per_channel else 0, bias_row=1, bias=c0))
+            table=8 * c0 if per_channel else 0, bias_row=1, bias=c0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import product
 
+from .instructions import CONFIG_LOAD, CONFIG_STORE, LOAD, STORE
 from .pipeline import Step, Tile
 from .tensors import DramTensor
 
@@ -109,9 +110,9 @@ def copy_tiles(moves: list[Transfer], slots: tuple[int, int]) -> list[Tile]:
         planes, rows, cols = t.dims
         sram = slots[k % 2]
         box = dict(space="spad", sram=sram, planes=planes.size, rows=rows.size, cols=cols.size)
-        loads = [("CONFIG_LOAD", dict(row_stride=rows.src, plane_stride=planes.src, col_stride=cols.src,
-                                      elem_bytes=t.elem)), ("LOAD", dict(dram=t.src, **box))]
-        stores = [("CONFIG_STORE", dict(row_stride=rows.dst, plane_stride=planes.dst, col_stride=cols.dst,
-                                        elem_bytes=t.elem)), ("STORE", dict(dram=t.dst, **box))]
+        loads = [CONFIG_LOAD(row_stride=rows.src, plane_stride=planes.src, col_stride=cols.src,
+                             elem_bytes=t.elem), LOAD(dram=t.src, **box)]
+        stores = [CONFIG_STORE(row_stride=rows.dst, plane_stride=planes.dst, col_stride=cols.dst,
+                               elem_bytes=t.elem), STORE(dram=t.dst, **box)]
         tiles.append(Tile([Step(loads)], [], stores))
     return tiles

@@ -14,6 +14,8 @@ from typing import Any
 from isa.encoding import Instr, make_instr
 from isa.sections import DebugRange
 
+from .instructions import END, NOP, Op
+
 DONE = 0
 """The semaphore a layer's last STORE signals and its closing barrier waits on."""
 
@@ -40,9 +42,9 @@ class Emitter:
     debug: list[DebugRange] = field(default_factory=list)
     _layer_start: int = 0
 
-    def emit(self, mnemonic: str, sync: Sync | None = None, **fields: Any) -> int:
-        """Append one instruction; its index."""
-        self.instructions.append(make_instr(mnemonic, **fields, **(sync or Sync()).fields()))
+    def emit(self, op: Op, sync: Sync | None = None) -> int:
+        """Append one instruction, its field values checked as it is encoded; its index."""
+        self.instructions.append(make_instr(op.mnemonic, **op.fields, **(sync or Sync()).fields()))
         return len(self.instructions) - 1
 
     def set_sync(self, index: int, wait: tuple[int, int] | None = None,
@@ -63,10 +65,10 @@ class Emitter:
 
     def end_layer(self, name: str, kind: str) -> None:
         """Close the layer with its barrier (waiting for the DONE signal its last STORE made)."""
-        self.emit("NOP", Sync(wait=DONE, wait_count=1))
+        self.emit(NOP(), Sync(wait=DONE, wait_count=1))
         self.debug.append(DebugRange(self._layer_start, len(self.instructions), name, kind))
 
     def finish(self) -> list[Instr]:
-        self.emit("END")
+        self.emit(END())
         return self.instructions
 

@@ -19,7 +19,8 @@ from isa.config import ArchConfig
 
 from ...errors import UnsupportedError
 from .gemm import Requant
-from .pipeline import Spec, Step, Tile
+from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, LOAD, REQUANT, STORE, VMUL, VMULI, VSUBI, Op
+from .pipeline import Step, Tile
 from .scratchpad import LINE, align
 from .tensors import DramTensor
 
@@ -78,30 +79,30 @@ class GateLayer:
                     gate, bias = slot * 2 * block, slot * 2 * block + block
                     ax = 4 * block + slot * pixels * block
                     offset = b * x_stride[0] + p0 * x_stride[3] + c0 * x_stride[1]
-                    loads: list[Spec] = [
-                        ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=x_stride[3], elem_bytes=cb)),
-                        ("LOAD", dict(dram=base(self.source) + offset, space="spad", sram=x, planes=1, rows=1,
-                                      cols=k)),
-                        ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=s_strides[1], elem_bytes=1)),
-                        ("LOAD", dict(dram=base(self.gate) + b * s_strides[0] + c0 * s_strides[1], space="spad",
-                                      sram=s, planes=1, rows=1, cols=cb))]
-                    vector: list[Spec] = [
-                        ("VSUBI", dict(dst_space="acc", dst=gate, src_space="spad", src=s, count=cb,
-                                       imm=self.gate_zero)),
-                        ("VMULI", dict(dst_space="acc", dst=bias, src_space="acc", src=gate, count=cb,
-                                       imm=-self.x_zero)),
-                        ("VMUL", dict(dst_space="acc", dst=ax, src1_space="spad", src1=x, src2_space="acc", src2=gate,
-                                      rows=k, cols=cb, bcast=1)),
-                        ("CONFIG_REQUANT", dict(multiplier=int(self.requant.multipliers[0]),
-                                                shift=int(self.requant.shifts[0]), zero_point=self.requant.zero,
-                                                clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=1,
-                                                bias=bias)),
-                        ("REQUANT", dict(dst=out, src=ax, rows=k, cols=cb))]
-                    stores: list[Spec] = [
-                        ("CONFIG_STORE", dict(row_stride=0, plane_stride=0, col_stride=self.result.strides[3],
-                                              elem_bytes=cb)),
-                        ("STORE", dict(dram=base(self.result) + b * self.result.strides[0]
-                                       + p0 * self.result.strides[3] + c0 * self.result.strides[1], space="spad",
-                                       sram=out, planes=1, rows=1, cols=k))]
+                    loads: list[Op] = [
+                        CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=x_stride[3], elem_bytes=cb),
+                        LOAD(dram=base(self.source) + offset, space="spad", sram=x, planes=1, rows=1,
+                             cols=k),
+                        CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=s_strides[1], elem_bytes=1),
+                        LOAD(dram=base(self.gate) + b * s_strides[0] + c0 * s_strides[1], space="spad",
+                             sram=s, planes=1, rows=1, cols=cb)]
+                    vector: list[Op] = [
+                        VSUBI(dst_space="acc", dst=gate, src_space="spad", src=s, count=cb,
+                              imm=self.gate_zero),
+                        VMULI(dst_space="acc", dst=bias, src_space="acc", src=gate, count=cb,
+                              imm=-self.x_zero),
+                        VMUL(dst_space="acc", dst=ax, src1_space="spad", src1=x, src2_space="acc", src2=gate,
+                             rows=k, cols=cb, bcast=1),
+                        CONFIG_REQUANT(multiplier=int(self.requant.multipliers[0]),
+                                       shift=int(self.requant.shifts[0]), zero_point=self.requant.zero,
+                                       clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=1,
+                                       bias=bias),
+                        REQUANT(dst=out, src=ax, rows=k, cols=cb)]
+                    stores: list[Op] = [
+                        CONFIG_STORE(row_stride=0, plane_stride=0, col_stride=self.result.strides[3],
+                                     elem_bytes=cb),
+                        STORE(dram=base(self.result) + b * self.result.strides[0]
+                              + p0 * self.result.strides[3] + c0 * self.result.strides[1], space="spad",
+                              sram=out, planes=1, rows=1, cols=k)]
                     tiles.append(Tile([Step(loads)], vector, stores))
         return tiles

@@ -18,7 +18,8 @@ from isa.config import ArchConfig
 
 from ...errors import UnsupportedError
 from ...graph.node import Constant, Node, NodeValue
-from .pipeline import Spec, Step, Tile
+from .instructions import CONFIG_LOAD, CONFIG_STORE, GATHER, LOAD, STORE, Op
+from .pipeline import Step, Tile
 from .tensors import DramTensor, dense_strides
 
 if TYPE_CHECKING:
@@ -65,16 +66,16 @@ class GatherLayer:
             n = min(chunk, total - start)
             slot = k % 2
             acc, spad = slot * chunk, slot * chunk * width
-            loads: list[Spec] = [
-                ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * n)),
-                ("LOAD", dict(dram=base(self.indices) + 4 * start, space="acc", sram=acc, planes=1, rows=1, cols=1)),
-                ("CONFIG_LOAD", dict(row_stride=width, plane_stride=0, col_stride=0,
-                                     elem_bytes=width)),
-                ("GATHER", dict(dram=base(self.table), idx=acc, sram=spad, count=n, rows=rows))]
-            stores: list[Spec] = [
-                ("CONFIG_STORE", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n * width)),
-                ("STORE", dict(dram=base(self.result) + start * width, space="spad", sram=spad, planes=1, rows=1,
-                               cols=1))]
+            loads: list[Op] = [
+                CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * n),
+                LOAD(dram=base(self.indices) + 4 * start, space="acc", sram=acc, planes=1, rows=1, cols=1),
+                CONFIG_LOAD(row_stride=width, plane_stride=0, col_stride=0,
+                            elem_bytes=width),
+                GATHER(dram=base(self.table), idx=acc, sram=spad, count=n, rows=rows)]
+            stores: list[Op] = [
+                CONFIG_STORE(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n * width),
+                STORE(dram=base(self.result) + start * width, space="spad", sram=spad, planes=1, rows=1,
+                      cols=1)]
             tiles.append(Tile([Step(loads)], [], stores))
         return tiles
 

@@ -33,7 +33,9 @@ from isa.roofline import Workload
 from sim.timing import matmul_cycles
 
 from ...numerics import requantize
-from .pipeline import Spec, Step, Tile
+from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE,
+                           LOAD, LUT, LUT_LOAD, MATMUL, REQUANT, STORE, VADD, VSUBI, Op)
+from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
 from .tiling import ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_tiling
@@ -89,12 +91,12 @@ class Rescale8:
     zero_in: int
     zero_out: int
 
-    def specs(self, sram: int, acc: int, pixels: int, n: int) -> list[Spec]:
-        return [("VSUBI", dict(dst_space="acc", dst=acc, src_space="spad", src=sram, count=pixels * n,
-                               imm=self.zero_in)),
-                ("CONFIG_REQUANT", dict(multiplier=self.multiplier, shift=self.shift, zero_point=self.zero_out,
-                                        clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0)),
-                ("REQUANT", dict(dst=sram, src=acc, rows=pixels, cols=n))]
+    def specs(self, sram: int, acc: int, pixels: int, n: int) -> list[Op]:
+        return [VSUBI(dst_space="acc", dst=acc, src_space="spad", src=sram, count=pixels * n,
+                      imm=self.zero_in),
+                CONFIG_REQUANT(multiplier=self.multiplier, shift=self.shift, zero_point=self.zero_out,
+                               clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0),
+                REQUANT(dst=sram, src=acc, rows=pixels, cols=n)]
 
 
 @dataclass(frozen=True)
@@ -104,9 +106,9 @@ class Clamp8:
     lo: int
     hi: int
 
-    def specs(self, sram: int, acc: int, pixels: int, n: int) -> list[Spec]:
-        return [("CONFIG_CLAMP", dict(lo=self.lo, hi=self.hi)),
-                ("CLAMP", dict(dst_space="spad", dst=sram, src_space="spad", src=sram, count=pixels * n))]
+    def specs(self, sram: int, acc: int, pixels: int, n: int) -> list[Op]:
+        return [CONFIG_CLAMP(lo=self.lo, hi=self.hi),
+                CLAMP(dst_space="spad", dst=sram, src_space="spad", src=sram, count=pixels * n)]
 
 
 @dataclass(frozen=True)
@@ -303,7 +305,7 @@ class GemmLayer:
                         (self.input_bytes or batch * s.height * s.width * s.channels) + adds * pixels * s.out_channels,
                         pixels * s.out_channels)
 
-    def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Spec], list[Tile], Spec]:
+    def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Op], list[Tile], Op]:
         """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""
         s, t = self.shape, self.tiling
         table_bytes = 8 * s.out_channels if self.requant.per_channel else 0
@@ -326,13 +328,13 @@ class GemmLayer:
         adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
         extra_base = outputs[1] + out_bytes
         operands = {id(op): [extra_base + (2 * a + k) * out_bytes for k in (0, 1)] for a, op in enumerate(adds)}
-        prologue: list[Spec] = []
+        prologue: list[Op] = []
         if table_bytes:
-            prologue = [config_load(0, 0, table_bytes), ("LOAD", load(constants + self.table, "spad", 0, 1, 1))]
+            prologue = [config_load(0, 0, table_bytes), load(constants + self.table, "spad", 0, 1, 1)]
         for offset, sram in zip(self.luts, luts.values()):
-            prologue += [config_load(0, 0, LUT_BYTES), ("LOAD", load(constants + offset, "spad", sram, 1, 1))]
+            prologue += [config_load(0, 0, LUT_BYTES), load(constants + offset, "spad", sram, 1, 1)]
         prologue += [config_load(0, 0, 4 * s.out_channels),
-                     ("LOAD", load(constants + self.bias, "acc", bias_row, 1, 1))]
+                     load(constants + self.bias, "acc", bias_row, 1, 1)]
         source, result = base(self.source.tensor), base(self.result.tensor)
         tiles, g, row_tile = [], 0, -1
         config = None
@@ -354,43 +356,43 @@ class GemmLayer:
                             s, self.source, self.x_zero, source + b * self.source.batch_stride + c0, oy0, oy1, c, ins)
                         k = s.kh * s.kw * c
                         loads += [config_load(n, 0, n),
-                                  ("LOAD", load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1))]
+                                  load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1)]
                         dataflow = best_dataflow(pixels, k, n, self.config)
-                        config = ("CONFIG_MATMUL", dict(
+                        config = CONFIG_MATMUL(
                             dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c, kw=s.kw,
                             stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0], dil_w=s.dilation[1],
-                            row_pitch=s.padded_width * c, pixel_pitch=c))
-                        steps.append(Step(loads, [config, ("MATMUL", dict(
-                            inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=int(bool(steps))))]))
+                            row_pitch=s.padded_width * c, pixel_pitch=c)
+                        steps.append(Step(loads, [config, MATMUL(
+                            inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=int(bool(steps)))]))
                         g += 1
-                    residuals: list[Spec] = []  # read by the vector engine only: the array does not wait for them
+                    residuals: list[Op] = []  # read by the vector engine only: the array does not wait for them
                     for op in adds:
                         x = op.operand
-                        residuals += [("CONFIG_LOAD", dict(row_stride=x.row_stride, plane_stride=0,
-                                                           col_stride=x.pixel_stride, elem_bytes=n)),
-                                      ("LOAD", load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + n0,
-                                                    "spad", operands[id(op)][slot], oy1 - oy0, s.out_width))]
-                    vector = [self._config_requant(n0, bias_row + n0), ("REQUANT", dict(
-                        dst=outputs[slot], src=accs[slot], rows=pixels, cols=n))]
+                        residuals += [CONFIG_LOAD(row_stride=x.row_stride, plane_stride=0,
+                                                  col_stride=x.pixel_stride, elem_bytes=n),
+                                      load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + n0,
+                                           "spad", operands[id(op)][slot], oy1 - oy0, s.out_width)]
+                    vector = [self._config_requant(n0, bias_row + n0), REQUANT(
+                        dst=outputs[slot], src=accs[slot], rows=pixels, cols=n)]
                     for op in self.epilogue:
                         vector += epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
                                                   operands.get(id(op), [0, 0])[slot], luts)
                     r = self.result
-                    stores = [("CONFIG_STORE", dict(row_stride=r.row_stride, plane_stride=0,
-                                                    col_stride=r.pixel_stride, elem_bytes=n)),
-                              ("STORE", dict(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
-                                             space="spad", sram=outputs[slot], planes=1, rows=oy1 - oy0,
-                                             cols=s.out_width))]
+                    stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0,
+                                           col_stride=r.pixel_stride, elem_bytes=n),
+                              STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
+                                    space="spad", sram=outputs[slot], planes=1, rows=oy1 - oy0,
+                                    cols=s.out_width)]
                     tiles.append(Tile(steps, vector, stores, residuals))
         return prologue, tiles, config
 
-    def _config_requant(self, n0: int, bias: int) -> Spec:
+    def _config_requant(self, n0: int, bias: int) -> Op:
         r = self.requant
         per_channel = r.per_channel
-        return ("CONFIG_REQUANT", dict(
+        return CONFIG_REQUANT(
             multiplier=0 if per_channel else int(r.multipliers[0]), shift=0 if per_channel else int(r.shifts[0]),
             zero_point=r.zero, clamp_lo=-128, clamp_hi=127, per_channel=int(per_channel),
-            table=self.spad_table + 8 * n0 if per_channel else 0, bias_row=1, bias=bias))
+            table=self.spad_table + 8 * n0 if per_channel else 0, bias_row=1, bias=bias)
 
 
 def merged_view(shape: ConvShape, source: Image, result: Image, epilogue: Sequence[EpilogueOp]
@@ -416,36 +418,36 @@ def merged_view(shape: ConvShape, source: Image, result: Image, epilogue: Sequen
 
 
 def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, operand: int,
-                    luts: dict[int, int]) -> list[Spec]:
+                    luts: dict[int, int]) -> list[Op]:
     """One epilogue step on a tile: `out` (int8, pixels x n) in the scratchpad, `acc` free as scratch, each
     table at its scratchpad address in `luts` (by id)."""
     if isinstance(op, Lut8):
-        return [("LUT_LOAD", dict(src=luts[id(op)])), ("LUT", dict(dst=out, src=out, count=pixels * n))]
+        return [LUT_LOAD(src=luts[id(op)]), LUT(dst=out, src=out, count=pixels * n)]
     if not isinstance(op, AddTensor):
         return op.specs(out, acc, pixels, n)
     specs = epilogue_specs(op.pre, operand, acc, pixels, n, 0, luts) if op.pre else []
     if op.folded:
-        return specs + [("VADD", dict(dst_space="spad", dst=out, src1_space="spad", src1=out, src2_space="spad",
-                                      src2=operand, rows=pixels, cols=n, bcast=0))]
+        return specs + [VADD(dst_space="spad", dst=out, src1_space="spad", src1=out, src2_space="spad",
+                             src2=operand, rows=pixels, cols=n, bcast=0)]
     return specs + [
-        ("VADD", dict(dst_space="acc", dst=acc, src1_space="spad", src1=out, src2_space="spad", src2=operand,
-                      rows=pixels, cols=n, bcast=0)),
-        ("VSUBI", dict(dst_space="spad", dst=out, src_space="acc", src=acc, count=pixels * n, imm=op.zero))]
+        VADD(dst_space="acc", dst=acc, src1_space="spad", src1=out, src2_space="spad", src2=operand,
+             rows=pixels, cols=n, bcast=0),
+        VSUBI(dst_space="spad", dst=out, src_space="acc", src=acc, count=pixels * n, imm=op.zero)]
 
 
 def input_loads(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, oy1: int, c: int,
-                sram: int) -> list[Spec]:
+                sram: int) -> list[Op]:
     """Load the input rows of output rows oy0..oy1 (with their halo, c channels at `dram`) into a dense
     rows x padded width x c image at `sram`, the padding written with the zero point."""
     first = oy0 * s.stride[0] - s.pads[0]
     last = first + s.in_rows(oy1 - oy0) - 1
     y0, y1 = max(first, 0), min(last, s.height - 1)
     pad = dict(pad_top=y0 - first, pad_bottom=last - y1, pad_left=s.pads[1], pad_right=s.pads[3], pad_value=x_zero)
-    return [("CONFIG_LOAD", dict(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
-                                 elem_bytes=c)),
-            ("CONFIG_PAD", pad),
-            ("LOAD", load(dram + y0 * src.row_stride, "spad", sram, y1 - y0 + 1, s.width)),
-            ("CONFIG_PAD", dict(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0))]
+    return [CONFIG_LOAD(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
+                        elem_bytes=c),
+            CONFIG_PAD(**pad),
+            load(dram + y0 * src.row_stride, "spad", sram, y1 - y0 + 1, s.width),
+            CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
 
 
 def best_dataflow(pixels: int, k: int, n: int, config: ArchConfig) -> str:
@@ -453,9 +455,9 @@ def best_dataflow(pixels: int, k: int, n: int, config: ArchConfig) -> str:
     return min(config.dataflows, key=lambda flow: matmul_cycles(pixels, k, n, flow, config))
 
 
-def config_load(row_stride: int, col_stride: int, elem_bytes: int) -> Spec:
-    return ("CONFIG_LOAD", dict(row_stride=row_stride, plane_stride=0, col_stride=col_stride, elem_bytes=elem_bytes))
+def config_load(row_stride: int, col_stride: int, elem_bytes: int) -> Op:
+    return CONFIG_LOAD(row_stride=row_stride, plane_stride=0, col_stride=col_stride, elem_bytes=elem_bytes)
 
 
-def load(dram: int, space: str, sram: int, rows: int, cols: int) -> dict:
-    return dict(dram=dram, space=space, sram=sram, planes=1, rows=rows, cols=cols)
+def load(dram: int, space: str, sram: int, rows: int, cols: int) -> Op:
+    return LOAD(dram=dram, space=space, sram=sram, planes=1, rows=rows, cols=cols)

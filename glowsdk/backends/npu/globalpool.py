@@ -18,7 +18,8 @@ from isa.config import ArchConfig
 
 from ...errors import UnsupportedError
 from .gemm import Image
-from .pipeline import Spec, Step, Tile
+from .instructions import CONFIG_LOAD, CONFIG_STORE, LOAD, REDUCE, STORE, VADDI, VDIV, Op
+from .pipeline import Step, Tile
 from .scratchpad import align, align_down
 from .tensors import DramTensor
 
@@ -51,14 +52,14 @@ class GlobalPoolLayer:
         return max(1, min(self.channels, MAX_CHANNELS, align_down(config.accumulator_bytes // (4 * 3)),
                           align_down(config.scratchpad_bytes // 4)))
 
-    def prologue(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Spec]:
+    def prologue(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Op]:
         """avg: the divisor row (the pixel count in every column of a channel block) into the accumulator."""
         if self.op != "avg":
             return []
         block = self._block(config)
-        return [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4)),
-                ("LOAD", dict(dram=base(self.count), space="acc", sram=2 * align(block), planes=1, rows=1,
-                              cols=block))]
+        return [CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4),
+                LOAD(dram=base(self.count), space="acc", sram=2 * align(block), planes=1, rows=1,
+                     cols=block)]
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
         block = self._block(config)
@@ -88,22 +89,22 @@ class GlobalPoolLayer:
                     sram = (g % 2) * slot
                     g += 1
                     dram = base(src.tensor) + b * src.batch_stride + y * src.row_stride + x * src.pixel_stride + c0
-                    loads: list[Spec] = [
-                        ("CONFIG_LOAD", dict(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
-                                             elem_bytes=n)),
-                        ("LOAD", dict(dram=dram, space="spad", sram=sram, planes=1, rows=r, cols=cols))]
-                    fold = ("REDUCE", dict(op="sum" if self.op == "avg" else "max", accumulate=int(k > 0), dst=acc,
-                                           src_space="spad", src=sram, rows=r * cols, cols=n))
+                    loads: list[Op] = [
+                        CONFIG_LOAD(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
+                                    elem_bytes=n),
+                        LOAD(dram=dram, space="spad", sram=sram, planes=1, rows=r, cols=cols)]
+                    fold = REDUCE(op="sum" if self.op == "avg" else "max", accumulate=int(k > 0), dst=acc,
+                                  src_space="spad", src=sram, rows=r * cols, cols=n)
                     steps.append(Step(loads, vector=[fold]))
                 if self.op == "avg":
-                    finish: Spec = ("VDIV", dict(dst_space="spad", dst=out, src1_space="acc", src1=acc,
-                                                 src2_space="acc", src2=2 * out_bytes, rows=1, cols=n, bcast=1,
-                                                 shift=0))
+                    finish: Op = VDIV(dst_space="spad", dst=out, src1_space="acc", src1=acc,
+                                      src2_space="acc", src2=2 * out_bytes, rows=1, cols=n, bcast=1,
+                                      shift=0)
                 else:
-                    finish = ("VADDI", dict(dst_space="spad", dst=out, src_space="acc", src=acc, count=n, imm=0))
-                stores: list[Spec] = [
-                    ("CONFIG_STORE", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)),
-                    ("STORE", dict(dram=base(dst.tensor) + b * dst.batch_stride + c0, space="spad", sram=out,
-                                   planes=1, rows=1, cols=1))]
+                    finish = VADDI(dst_space="spad", dst=out, src_space="acc", src=acc, count=n, imm=0)
+                stores: list[Op] = [
+                    CONFIG_STORE(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n),
+                    STORE(dram=base(dst.tensor) + b * dst.batch_stride + c0, space="spad", sram=out,
+                          planes=1, rows=1, cols=1)]
                 tiles.append(Tile(steps, [finish], stores))
         return tiles

@@ -27,7 +27,9 @@ from ...errors import UnsupportedError
 from ...graph.node import Node
 from ...graph.nodes.layernorm_int8 import NEWTON_STEPS, NORM_BITS, ROOT_START, VAR_BITS
 from .gemm import best_dataflow
-from .pipeline import Spec, Step, Tile
+from .instructions import (CONFIG_LOAD, CONFIG_MATMUL, CONFIG_REQUANT, CONFIG_STORE, LOAD, MATMUL, OPS, REDUCE, REQUANT,
+                           STORE, VADD, VADDI, VDIV, VMAXI, VMIN, VMUL, VMULI, VSHRI, VSUB, Op)
+from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
 
@@ -84,26 +86,26 @@ class LayerNormLayer:
         block = self.length * self.tokens
         return 0, block, 2 * block
 
-    def prologue(self, constants: int, base: Callable[[DramTensor], int]) -> list[Spec]:
+    def prologue(self, constants: int, base: Callable[[DramTensor], int]) -> list[Op]:
         d, t = self.length, self.tokens
         gamma, beta, lengths = self._blocks()
         rows = dict(row_stride=4 * t, plane_stride=0, col_stride=0, elem_bytes=4 * t)
-        return [("CONFIG_LOAD", rows),
-                ("LOAD", dict(dram=base(self.gamma), space="acc", sram=gamma, planes=1, rows=d, cols=1)),
-                ("LOAD", dict(dram=base(self.beta), space="acc", sram=beta, planes=1, rows=d, cols=1)),
-                ("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * t)),
-                ("LOAD", dict(dram=base(self.lengths), space="acc", sram=lengths, planes=1, rows=1, cols=1)),
+        return [CONFIG_LOAD(**rows),
+                LOAD(dram=base(self.gamma), space="acc", sram=gamma, planes=1, rows=d, cols=1),
+                LOAD(dram=base(self.beta), space="acc", sram=beta, planes=1, rows=d, cols=1),
+                CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * t),
+                LOAD(dram=base(self.lengths), space="acc", sram=lengths, planes=1, rows=1, cols=1),
                 *_dense("LOAD", base(self.identity), "spad", 0, t * t, t)]
 
-    def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Spec]:
+    def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Op]:
         d, t = self.length, self.tokens
         block = d * t
         gamma, beta, lengths = self._blocks()
         acc0 = 2 * block + t
         spad0 = align(t * t)
-        transpose = ("CONFIG_MATMUL", dict(dataflow=best_dataflow(d, t, t, config), im2col=1, out_w=d, channels=1,
-                                           kw=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, row_pitch=d,
-                                           pixel_pitch=1))
+        transpose = CONFIG_MATMUL(dataflow=best_dataflow(d, t, t, config), im2col=1, out_w=d, channels=1,
+                                  kw=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, row_pitch=d,
+                                  pixel_pitch=1)
         tiles = []
         for k, first in enumerate(range(0, self.source.elements // d, t)):
             slot = k % 2
@@ -113,42 +115,42 @@ class LayerNormLayer:
                 diff + 2 * block + 2 * t, diff + 2 * block + 3 * t
             loads = _dense("LOAD", base(self.source) + first * d, "spad", x, block, d)
             # column j of the T x D tile times the identity: the D x T block, token j in column j
-            matmuls: list[Spec] = [transpose, ("MATMUL", dict(inp=x, wgt=0, acc=square, rows=d, k=t, n=t,
-                                                              acc_mode=0))]
+            matmuls: list[Op] = [transpose, MATMUL(inp=x, wgt=0, acc=square, rows=d, k=t, n=t,
+                                                   acc_mode=0)]
             matrix, row = dict(rows=d, cols=t), dict(rows=1, cols=t)
-            vector: list[Spec] = [
-                ("REDUCE", dict(op="sum", accumulate=0, dst=total, src_space="acc", src=square, **matrix)),
+            vector: list[Op] = [
+                REDUCE(op="sum", accumulate=0, dst=total, src_space="acc", src=square, **matrix),
                 _div(total, total, lengths, row, 0, 0),                                   # mu
-                ("VSUB", dict(dst_space="acc", dst=diff, src1_space="acc", src1=square, src2_space="acc",
-                              src2=total, bcast=1, **matrix)),                           # d = x - mu
-                ("VMUL", dict(dst_space="acc", dst=square, src1_space="acc", src1=diff, src2_space="acc",
-                              src2=diff, bcast=0, **matrix)),
-                ("REDUCE", dict(op="sum", accumulate=0, dst=var, src_space="acc", src=square, **matrix)),
+                VSUB(dst_space="acc", dst=diff, src1_space="acc", src1=square, src2_space="acc",
+                     src2=total, bcast=1, **matrix),                           # d = x - mu
+                VMUL(dst_space="acc", dst=square, src1_space="acc", src1=diff, src2_space="acc",
+                     src2=diff, bcast=0, **matrix),
+                REDUCE(op="sum", accumulate=0, dst=var, src_space="acc", src=square, **matrix),
                 _div(var, var, lengths, row, 0, VAR_BITS),                                # W
-                _imm("VADDI", var, var, t, self.epsilon), _imm("VMAXI", var, var, t, 1),  # n
-                _imm("VMULI", root, var, t, 0), _imm("VADDI", root, root, t, ROOT_START)]
+                _imm(VADDI, var, var, t, self.epsilon), _imm(VMAXI, var, var, t, 1),  # n
+                _imm(VMULI, root, var, t, 0), _imm(VADDI, root, root, t, ROOT_START)]
             for _ in range(NEWTON_STEPS):  # r = min(r, (r + round(n / r)) >> 1)
                 vector += [_div(step, var, root, row, 0, 0),
-                           ("VADD", dict(dst_space="acc", dst=step, src1_space="acc", src1=step, src2_space="acc",
-                                         src2=root, bcast=0, **row)),
-                           _imm("VSHRI", step, step, t, 1),
-                           ("VMIN", dict(dst_space="acc", dst=root, src1_space="acc", src1=root, src2_space="acc",
-                                         src2=step, bcast=0, **row))]
+                           VADD(dst_space="acc", dst=step, src1_space="acc", src1=step, src2_space="acc",
+                                src2=root, bcast=0, **row),
+                           _imm(VSHRI, step, step, t, 1),
+                           VMIN(dst_space="acc", dst=root, src1_space="acc", src1=root, src2_space="acc",
+                                src2=step, bcast=0, **row)]
             vector += [
                 _div(diff, diff, root, matrix, 1, VAR_BITS // 2 + NORM_BITS),             # q
-                ("VMUL", dict(dst_space="acc", dst=diff, src1_space="acc", src1=diff, src2_space="acc", src2=gamma,
-                              bcast=0, **matrix)),
-                ("VADD", dict(dst_space="acc", dst=diff, src1_space="acc", src1=diff, src2_space="acc", src2=beta,
-                              bcast=0, **matrix)),
-                ("CONFIG_REQUANT", dict(multiplier=1 << 30, shift=self.shift - 1, zero_point=self.zero,
-                                        clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0)),
-                ("REQUANT", dict(dst=y, src=diff, **matrix))]
+                VMUL(dst_space="acc", dst=diff, src1_space="acc", src1=diff, src2_space="acc", src2=gamma,
+                     bcast=0, **matrix),
+                VADD(dst_space="acc", dst=diff, src1_space="acc", src1=diff, src2_space="acc", src2=beta,
+                     bcast=0, **matrix),
+                CONFIG_REQUANT(multiplier=1 << 30, shift=self.shift - 1, zero_point=self.zero,
+                               clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0),
+                REQUANT(dst=y, src=diff, **matrix)]
             if self.blocks:
                 stores = _dense("STORE", base(self.result) + first * d, "spad", y, block, t)
             else:
                 transposed = dict(row_stride=1, plane_stride=0, col_stride=d, elem_bytes=1)
-                stores = [("CONFIG_STORE", transposed), ("STORE", dict(
-                    dram=base(self.result) + first * d, space="spad", sram=y, planes=1, rows=d, cols=t))]
+                stores = [CONFIG_STORE(**transposed), STORE(
+                    dram=base(self.result) + first * d, space="spad", sram=y, planes=1, rows=d, cols=t)]
             tiles.append(Tile([Step(loads, matmuls)], vector, stores))
         return tiles, transpose
 
@@ -164,24 +166,24 @@ class TransposeLayer:
     tokens: int
     identity: DramTensor
 
-    def prologue(self, base: Callable[[DramTensor], int]) -> list[Spec]:
+    def prologue(self, base: Callable[[DramTensor], int]) -> list[Op]:
         return _dense("LOAD", base(self.identity), "spad", 0, self.length ** 2, self.length)
 
-    def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Spec]:
+    def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Op]:
         d, t = self.length, self.tokens
         block = d * t
         spad0 = align(d * d)
-        transpose = ("CONFIG_MATMUL", dict(dataflow=best_dataflow(t, d, d, config), im2col=1, out_w=t, channels=1,
-                                           kw=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, row_pitch=t,
-                                           pixel_pitch=1))
+        transpose = CONFIG_MATMUL(dataflow=best_dataflow(t, d, d, config), im2col=1, out_w=t, channels=1,
+                                  kw=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, row_pitch=t,
+                                  pixel_pitch=1)
         tiles = []
         for k, first in enumerate(range(0, self.source.elements // d, t)):
             slot = k % 2
             x, y, acc = spad0 + slot * 2 * block, spad0 + slot * 2 * block + block, slot * block
             loads = _dense("LOAD", base(self.source) + first * d, "spad", x, block, t)
-            matmuls: list[Spec] = [transpose, ("MATMUL", dict(inp=x, wgt=0, acc=acc, rows=t, k=d, n=d, acc_mode=0))]
-            vector: list[Spec] = [("VADDI", dict(dst_space="spad", dst=y, src_space="acc", src=acc, count=block,
-                                                 imm=0))]
+            matmuls: list[Op] = [transpose, MATMUL(inp=x, wgt=0, acc=acc, rows=t, k=d, n=d, acc_mode=0)]
+            vector: list[Op] = [VADDI(dst_space="spad", dst=y, src_space="acc", src=acc, count=block,
+                                      imm=0)]
             stores = _dense("STORE", base(self.result) + first * d, "spad", y, block, d)
             tiles.append(Tile([Step(loads, matmuls)], vector, stores))
         return tiles, transpose
@@ -195,16 +197,16 @@ def _transposes(length: int, tokens: int, config: ArchConfig) -> bool:
             and 2 * block * 4 <= config.accumulator_bytes)
 
 
-def _div(dst: int, src1: int, src2: int, shape: dict, bcast: int, shift: int) -> Spec:
-    return ("VDIV", dict(dst_space="acc", dst=dst, src1_space="acc", src1=src1, src2_space="acc", src2=src2,
-                         bcast=bcast, shift=shift, **shape))
+def _div(dst: int, src1: int, src2: int, shape: dict, bcast: int, shift: int) -> Op:
+    return VDIV(dst_space="acc", dst=dst, src1_space="acc", src1=src1, src2_space="acc", src2=src2,
+                bcast=bcast, shift=shift, **shape)
 
 
-def _imm(mnemonic: str, dst: int, src: int, count: int, imm: int) -> Spec:
-    return (mnemonic, dict(dst_space="acc", dst=dst, src_space="acc", src=src, count=count, imm=imm))
+def _imm(op: Callable[..., Op], dst: int, src: int, count: int, imm: int) -> Op:
+    return op(dst_space="acc", dst=dst, src_space="acc", src=src, count=count, imm=imm)
 
 
-def _dense(op: str, dram: int, space: str, sram: int, size: int, row: int) -> list[Spec]:
+def _dense(op: str, dram: int, space: str, sram: int, size: int, row: int) -> list[Op]:
     """CONFIG_LOAD/STORE and the LOAD/STORE moving `size` contiguous bytes between DRAM and a dense SRAM image, as
     one element where it fits elem_bytes' 16 bits, else as rows of a multiple of `row` bytes (a divisor of `size`
     within the field) one after another in DRAM: the same bytes, the same single DRAM run."""
@@ -214,9 +216,9 @@ def _dense(op: str, dram: int, space: str, sram: int, size: int, row: int) -> li
         per = max(k for k in range(1, min(count, MAX_ELEM // row) + 1) if count % k == 0)
         elem = per * row
     rows = size // elem
-    return [(f"CONFIG_{op}", dict(row_stride=elem if rows > 1 else 0, plane_stride=0, col_stride=0,
-                                  elem_bytes=elem)),
-            (op, dict(dram=dram, space=space, sram=sram, planes=1, rows=rows, cols=1))]
+    return [OPS[f"CONFIG_{op}"](row_stride=elem if rows > 1 else 0, plane_stride=0, col_stride=0,
+                                elem_bytes=elem),
+            OPS[op](dram=dram, space=space, sram=sram, planes=1, rows=rows, cols=1)]
 
 
 def layernorm_layers(builder: LayerBuilder, node: Node) -> list[tuple[str, object]]:

@@ -30,7 +30,9 @@ from isa.config import ArchConfig
 from isa.program import WIDE_LUT_BYTES
 
 from ...errors import UnsupportedError
-from .pipeline import Spec, Step, Tile
+from .instructions import (CONFIG_LOAD, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE, LOAD, LUT32, REQUANT, STORE, VADD,
+                           VMUL, VSHRI, VSUBI, Op)
+from .pipeline import Step, Tile
 from .scratchpad import LINE, align
 from .tensors import DramTensor
 
@@ -77,49 +79,49 @@ class LrnLayer:
             x, y = slot, slot + align(pixels_per * width)
             a = (k % 2) * 3 * pixels_per * width
             b, s = a + flat, a + 2 * flat
-            loads: list[Spec] = [
-                ("CONFIG_LOAD", dict(row_stride=c, plane_stride=0, col_stride=1, elem_bytes=1)),
-                ("CONFIG_PAD", dict(pad_top=0, pad_bottom=0, pad_left=before, pad_right=size - 1 - before,
-                                    pad_value=self.zero)),
-                ("LOAD", dict(dram=base(self.source) + p0 * c, space="spad", sram=x, planes=1, rows=pixels, cols=c)),
-                ("CONFIG_PAD", dict(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0))]
+            loads: list[Op] = [
+                CONFIG_LOAD(row_stride=c, plane_stride=0, col_stride=1, elem_bytes=1),
+                CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=before, pad_right=size - 1 - before,
+                           pad_value=self.zero),
+                LOAD(dram=base(self.source) + p0 * c, space="spad", sram=x, planes=1, rows=pixels, cols=c),
+                CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
             if k == 0:
-                loads += [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=WIDE_LUT_BYTES)),
-                          ("LOAD", dict(dram=base(self.table), space="spad", sram=0, planes=1, rows=1, cols=1))]
+                loads += [CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=WIDE_LUT_BYTES),
+                          LOAD(dram=base(self.table), space="spad", sram=0, planes=1, rows=1, cols=1)]
             tiles.append(Tile([Step(loads)], self._vector(x, y, a, b, s, flat, valid, before),
                               self._stores(base, y, p0, pixels, width)))
         return tiles
 
-    def _vector(self, x: int, y: int, a: int, b: int, s: int, flat: int, valid: int, before: int) -> list[Spec]:
-        def acc_op(op: str, dst: int, src1: int, src2: int, count: int) -> Spec:
-            return (op, dict(dst_space="acc", dst=dst, src1_space="acc", src1=src1, src2_space="acc", src2=src2,
-                             rows=1, cols=count, bcast=0))
+    def _vector(self, x: int, y: int, a: int, b: int, s: int, flat: int, valid: int, before: int) -> list[Op]:
+        def acc_op(op: Callable[..., Op], dst: int, src1: int, src2: int, count: int) -> Op:
+            return op(dst_space="acc", dst=dst, src1_space="acc", src1=src1, src2_space="acc", src2=src2,
+                           rows=1, cols=count, bcast=0)
 
-        specs: list[Spec] = [
-            ("VSUBI", dict(dst_space="acc", dst=a, src_space="spad", src=x, count=flat, imm=self.zero)),
-            acc_op("VMUL", b, a, a, flat)]
+        specs: list[Op] = [
+            VSUBI(dst_space="acc", dst=a, src_space="spad", src=x, count=flat, imm=self.zero),
+            acc_op(VMUL, b, a, a, flat)]
         window, width = b, 1  # S holds sums over `width` positions: doubled while it fits, then one more at a time
         while 2 * width <= self.size:
-            specs.append(acc_op("VADD", s, window, window + width, flat - 2 * width + 1))
+            specs.append(acc_op(VADD, s, window, window + width, flat - 2 * width + 1))
             window, width = s, 2 * width
         while width < self.size:
-            specs.append(acc_op("VADD", s, window, b + width, flat - width))
+            specs.append(acc_op(VADD, s, window, b + width, flat - width))
             window, width = s, width + 1
         specs += [
-            ("VSHRI", dict(dst_space="acc", dst=s, src_space="acc", src=window, count=valid, imm=self.index_shift)),
-            ("LUT32", dict(dst=s, src=s, table=0, count=valid, base=0)),
-            acc_op("VMUL", s, s, a + before, valid),
-            ("CONFIG_REQUANT", dict(multiplier=1 << 30, shift=self.fraction_bits - 1, zero_point=self.zero,
-                                    clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0)),
-            ("REQUANT", dict(dst=y, src=s, rows=1, cols=valid))]
+            VSHRI(dst_space="acc", dst=s, src_space="acc", src=window, count=valid, imm=self.index_shift),
+            LUT32(dst=s, src=s, table=0, count=valid, base=0),
+            acc_op(VMUL, s, s, a + before, valid),
+            CONFIG_REQUANT(multiplier=1 << 30, shift=self.fraction_bits - 1, zero_point=self.zero,
+                           clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0),
+            REQUANT(dst=y, src=s, rows=1, cols=valid)]
         return specs
 
-    def _stores(self, base: Callable[[DramTensor], int], y: int, p0: int, pixels: int, width: int) -> list[Spec]:
+    def _stores(self, base: Callable[[DramTensor], int], y: int, p0: int, pixels: int, width: int) -> list[Op]:
         c = self.channels
         dram = base(self.result) + p0 * c
-        stores: list[Spec] = [("CONFIG_STORE", dict(row_stride=c, plane_stride=0, col_stride=1, elem_bytes=1))]
+        stores: list[Op] = [CONFIG_STORE(row_stride=c, plane_stride=0, col_stride=1, elem_bytes=1)]
         if pixels > 1:  # rows of W bytes, C apart: each row's garbage is overwritten by the next row
-            stores.append(("STORE", dict(dram=dram, space="spad", sram=y, planes=1, rows=pixels - 1, cols=width)))
-        stores.append(("STORE", dict(dram=dram + (pixels - 1) * c, space="spad", sram=y + (pixels - 1) * width,
-                                     planes=1, rows=1, cols=c)))
+            stores.append(STORE(dram=dram, space="spad", sram=y, planes=1, rows=pixels - 1, cols=width))
+        stores.append(STORE(dram=dram + (pixels - 1) * c, space="spad", sram=y + (pixels - 1) * width,
+                            planes=1, rows=1, cols=c))
         return stores

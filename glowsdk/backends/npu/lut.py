@@ -17,7 +17,8 @@ from isa.program import LUT_BYTES
 
 from ...errors import UnsupportedError
 from ...graph.node import Node
-from .pipeline import Spec, Step, Tile
+from .instructions import CONFIG_LOAD, CONFIG_STORE, LOAD, LUT, LUT_LOAD, STORE, Op
+from .pipeline import Step, Tile
 from .tensors import DramTensor
 from .vector import CHUNK
 
@@ -52,17 +53,17 @@ class LutLayer:
             n = min(chunk, total - start)
             x = LUT_BYTES + (k % 2) * 2 * chunk
             y = x + chunk
-            loads: list[Spec] = [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)),
-                                 ("LOAD", dict(dram=base(self.source) + start, space="spad", sram=x, planes=1,
-                                               rows=1, cols=1))]
-            vector: list[Spec] = [("LUT", dict(dst=y, src=x, count=n))]
+            loads: list[Op] = [CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n),
+                                 LOAD(dram=base(self.source) + start, space="spad", sram=x, planes=1,
+                                      rows=1, cols=1)]
+            vector: list[Op] = [LUT(dst=y, src=x, count=n)]
             if k == 0:  # the table, once: LUT_LOAD waits for this step's loads like the LUT after it
-                loads += [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=LUT_BYTES)),
-                          ("LOAD", dict(dram=base(self.table), space="spad", sram=0, planes=1, rows=1, cols=1))]
-                vector.insert(0, ("LUT_LOAD", dict(src=0)))
-            stores: list[Spec] = [("CONFIG_STORE", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)),
-                                  ("STORE", dict(dram=base(self.result) + start, space="spad", sram=y, planes=1,
-                                                 rows=1, cols=1))]
+                loads += [CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=LUT_BYTES),
+                          LOAD(dram=base(self.table), space="spad", sram=0, planes=1, rows=1, cols=1)]
+                vector.insert(0, LUT_LOAD(src=0))
+            stores: list[Op] = [CONFIG_STORE(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n),
+                                  STORE(dram=base(self.result) + start, space="spad", sram=y, planes=1,
+                                        rows=1, cols=1)]
             tiles.append(Tile([Step(loads)], vector, stores))
         return tiles
 

@@ -25,7 +25,8 @@ from isa.config import ArchConfig
 from isa.schema import COUNT
 from sim.timing import vector_cycles
 
-from .pipeline import Spec, Step, Tile
+from .instructions import CONFIG_LOAD, CONFIG_PAD, CONFIG_POOL, CONFIG_STORE, LOAD, POOL, STORE, VMAX, Op
+from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
 from .vector import PoolLayer
@@ -85,36 +86,36 @@ class SeparableMaxPoolLayer:
                 for c0 in range(0, p.channels, self.channels):
                     n = min(self.channels, p.channels - c0)
                     slot = (len(tiles) % 2) * slot_bytes
-                    loads: list[Spec] = [("CONFIG_LOAD", dict(row_stride=sh * src.row_stride, plane_stride=0,
-                                                             col_stride=src.pixel_stride, elem_bytes=n))]
+                    loads: list[Op] = [CONFIG_LOAD(row_stride=sh * src.row_stride, plane_stride=0,
+                                                   col_stride=src.pixel_stride, elem_bytes=n)]
                     for f, count in enumerate(_phase_rows(kh, sh, rows)):
                         top, real = _real_rows(first + f, sh, count, p.height)
-                        loads += [("CONFIG_PAD", dict(pad_top=top, pad_bottom=count - top - real, pad_left=p.pads[1],
-                                                      pad_right=p.pads[3], pad_value=PAD)),
-                                  ("LOAD", dict(dram=base(src.tensor) + b * src.batch_stride
-                                                + (first + f + sh * top) * src.row_stride + c0, space="spad",
-                                                sram=slot + offsets[f], planes=1, rows=real, cols=p.width))]
-                    loads.append(("CONFIG_PAD", dict(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)))
+                        loads += [CONFIG_PAD(pad_top=top, pad_bottom=count - top - real, pad_left=p.pads[1],
+                                             pad_right=p.pads[3], pad_value=PAD),
+                                  LOAD(dram=base(src.tensor) + b * src.batch_stride
+                                       + (first + f + sh * top) * src.row_stride + c0, space="spad",
+                                       sram=slot + offsets[f], planes=1, rows=real, cols=p.width)]
+                    loads.append(CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0))
                     line = self.width * n
                     maxima = slot + vertical
-                    vector: list[Spec] = []
+                    vector: list[Op] = []
                     for k in range(1, kh):
-                        vector.append(("VMAX", dict(
+                        vector.append(VMAX(
                             dst_space="spad", dst=maxima, src1_space="spad",
                             src1=slot + offsets[0] if k == 1 else maxima, src2_space="spad",
-                            src2=slot + offsets[k % sh] + (k // sh) * line, rows=rows, cols=line, bcast=0)))
+                            src2=slot + offsets[k % sh] + (k // sh) * line, rows=rows, cols=line, bcast=0))
                     out = slot + result
                     if kw == 1 and sw == 1:
                         out = maxima
                     else:
-                        vector += [("CONFIG_POOL", dict(kh=1, kw=kw, stride_h=1, stride_w=sw, pad_top=0, pad_bottom=0,
-                                                        pad_left=0, pad_right=0, count_pad=0, pad_value=0)),
-                                   ("POOL", dict(op="max", dst=out, src=maxima, height=rows, width=self.width,
-                                                 channels=n))]
-                    stores = [("CONFIG_STORE", dict(row_stride=dst.row_stride, plane_stride=0,
-                                                    col_stride=dst.pixel_stride, elem_bytes=n)),
-                              ("STORE", dict(dram=base(dst.tensor) + b * dst.batch_stride + oy0 * dst.row_stride + c0,
-                                             space="spad", sram=out, planes=1, rows=rows, cols=p.out_width))]
+                        vector += [CONFIG_POOL(kh=1, kw=kw, stride_h=1, stride_w=sw, pad_top=0, pad_bottom=0,
+                                               pad_left=0, pad_right=0, count_pad=0, pad_value=0),
+                                   POOL(op="max", dst=out, src=maxima, height=rows, width=self.width,
+                                        channels=n)]
+                    stores = [CONFIG_STORE(row_stride=dst.row_stride, plane_stride=0,
+                                           col_stride=dst.pixel_stride, elem_bytes=n),
+                              STORE(dram=base(dst.tensor) + b * dst.batch_stride + oy0 * dst.row_stride + c0,
+                                    space="spad", sram=out, planes=1, rows=rows, cols=p.out_width)]
                     tiles.append(Tile([Step(loads)], vector, stores))
         return tiles
 

@@ -16,12 +16,9 @@ layer's configuration, CONFIG_CLAMP with the reset bounds, which no generated co
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from .emitter import DONE, Emitter, Sync
-
-Spec = tuple[str, dict[str, Any]]
-"""One instruction to emit: its mnemonic and its fields."""
+from .instructions import CONFIG_CLAMP, Op
 
 LOADED, MFREE, ACCFREE, COMPUTED, READY, SFREE, VFREE = 1, 3, 5, 7, 9, 11, 13
 """The first of each pair of per-slot semaphores (slot 0 and slot 1)."""
@@ -31,7 +28,8 @@ TRANSFERS = ("LOAD", "GATHER")
 """The load engine's instructions that move data (each signals its step's semaphore once)."""
 OPERAND, OPFREE = 16, 18
 """Per-slot pairs: a tile's vector operands loaded; their buffers free again (the vector engine is done)."""
-CLAMP_RESET = ("CONFIG_CLAMP", {"lo": -(1 << 31), "hi": (1 << 31) - 1})
+CLAMP_RESET = CONFIG_CLAMP(lo=-(1 << 31), hi=(1 << 31) - 1)
+"""The clamp's reset bounds: a vector-engine instruction that changes nothing, to carry a wait or a signal."""
 
 
 @dataclass
@@ -39,30 +37,30 @@ class Step:
     """Loads into one slot, then the matrix work on it (none for vector-only and copy layers), or the vector
     work folding it into the tile's accumulator (a reduction over more input than one slot holds)."""
 
-    loads: list[Spec] = field(default_factory=list)
-    matmuls: list[Spec] = field(default_factory=list)
-    vector: list[Spec] = field(default_factory=list)
+    loads: list[Op] = field(default_factory=list)
+    matmuls: list[Op] = field(default_factory=list)
+    vector: list[Op] = field(default_factory=list)
 
 
 @dataclass
 class Tile:
     steps: list[Step]
-    vector: list[Spec] = field(default_factory=list)
-    stores: list[Spec] = field(default_factory=list)
-    operands: list[Spec] = field(default_factory=list)
+    vector: list[Op] = field(default_factory=list)
+    stores: list[Op] = field(default_factory=list)
+    operands: list[Op] = field(default_factory=list)
     """loads only the vector work reads (an epilogue's residual tile): issued after the tile's steps, so the
     array starts without them and the load engine waits for their buffer's last reader only then"""
 
 
-def _is_dma(spec: Spec) -> bool:
-    return spec[0] in ("LOAD", "STORE")
+def _is_dma(op: Op) -> bool:
+    return op.mnemonic in ("LOAD", "STORE")
 
 
-def _emit(em: Emitter, specs: list[Spec], first_wait: tuple[int, int] | None = None,
+def _emit(em: Emitter, specs: list[Op], first_wait: tuple[int, int] | None = None,
           last_signal: tuple[int, int] | None = None, pick=None) -> tuple[int, int]:
     """Emit specs; put `first_wait` on the first and `last_signal` on the last instruction `pick` selects."""
-    indices = [em.emit(m, **f) for m, f in specs]
-    chosen = [i for i, spec in zip(indices, specs) if pick is None or pick(spec)]
+    indices = [em.emit(op) for op in specs]
+    chosen = [i for i, op in zip(indices, specs) if pick is None or pick(op)]
     if first_wait and first_wait[1]:
         em.set_sync(chosen[0], wait=first_wait)
     if last_signal and last_signal[1]:
@@ -70,16 +68,16 @@ def _emit(em: Emitter, specs: list[Spec], first_wait: tuple[int, int] | None = N
     return chosen[0], chosen[-1]
 
 
-def _signal_each(em: Emitter, specs: list[Spec], sem: int, wait: tuple[int, int] | None,
+def _signal_each(em: Emitter, specs: list[Op], sem: int, wait: tuple[int, int] | None,
                  acc_wait: tuple[int, int] | None = None) -> int:
     """Emit load specs, each transfer signalling `sem` once; the first transfer waits `wait`, a transfer
     into the accumulator waits `acc_wait` instead. Returns the number of transfers."""
     count = 0
-    for mnemonic, fields in specs:
-        index = em.emit(mnemonic, **fields)
-        if mnemonic not in TRANSFERS:
+    for op in specs:
+        index = em.emit(op)
+        if op.mnemonic not in TRANSFERS:
             continue
-        if fields.get("space") == "acc" and acc_wait:
+        if op.fields.get("space") == "acc" and acc_wait:
             em.set_sync(index, wait=acc_wait)
         elif count == 0 and wait:
             em.set_sync(index, wait=wait)
@@ -88,24 +86,24 @@ def _signal_each(em: Emitter, specs: list[Spec], sem: int, wait: tuple[int, int]
     return count
 
 
-def _matmuls(em: Emitter, specs: list[Spec], loaded: tuple[int, int], free: tuple[int, int] | None,
+def _matmuls(em: Emitter, specs: list[Op], loaded: tuple[int, int], free: tuple[int, int] | None,
              acc_free: tuple[int, int] | None = None) -> None:
     """Emit one step's matrix work: the first MATMUL waits for its loads, the last frees the slot. A step that
     loads nothing into the accumulator waits `acc_free` on its leading CONFIG_MATMUL instead."""
-    first, _ = _emit(em, specs, loaded, free, pick=lambda spec: spec[0] == "MATMUL")
+    first, _ = _emit(em, specs, loaded, free, pick=lambda op: op.mnemonic == "MATMUL")
     if acc_free:
-        if specs[0][0] != "CONFIG_MATMUL":
+        if specs[0].mnemonic != "CONFIG_MATMUL":
             raise AssertionError("a step with no accumulator load starts with CONFIG_MATMUL")
-        em.set_sync(first - specs.index(next(s for s in specs if s[0] == "MATMUL")), wait=acc_free)
+        em.set_sync(first - specs.index(next(op for op in specs if op.mnemonic == "MATMUL")), wait=acc_free)
 
 
-def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Spec] = (), matmul_config: Spec | None = None) -> None:
+def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_config: Op | None = None) -> None:
     """Emit a layer's tiles as a double-buffered pipeline; its last STORE signals DONE."""
     if not tiles or any(not tile.stores for tile in tiles):
         raise AssertionError("every tile of a layer stores its result")
     table = _signal_each(em, list(prologue), TABLE, None)
     if table:
-        em.emit(CLAMP_RESET[0], Sync(wait=TABLE, wait_count=table), **CLAMP_RESET[1])
+        em.emit(CLAMP_RESET, Sync(wait=TABLE, wait_count=table))
     total_steps = sum(len(t.steps) for t in tiles)
     g = 0
     loaded = 0
@@ -116,7 +114,7 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Spec] = (), matmul
             s = g % 2
             if gemm:
                 acc_wait = (ACCFREE + slot, 1) if t >= 2 and j == 0 else None
-                acc_load = any(m == "LOAD" and f["space"] == "acc" for m, f in step.loads)
+                acc_load = any(op.mnemonic == "LOAD" and op.fields["space"] == "acc" for op in step.loads)
                 loaded = _signal_each(em, step.loads, LOADED + s, (MFREE + s, 1) if g >= 2 else None,
                                       acc_wait if acc_load else None)
                 _matmuls(em, step.matmuls, (LOADED + s, loaded), (MFREE + s, 1) if g + 2 < total_steps else None,
@@ -124,27 +122,26 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Spec] = (), matmul
             elif step.vector:  # a reduction step: its vector work frees the slot for step g + 2
                 loaded = _signal_each(em, step.loads, LOADED + s, (VFREE + s, 1) if g >= 2 else None)
                 _emit(em, step.vector, (LOADED + s, loaded), (VFREE + s, 1) if g + 2 < total_steps else None,
-                      pick=lambda spec: not spec[0].startswith("CONFIG"))
+                      pick=lambda op: not op.is_config)
             else:
                 free = ((VFREE if tile.vector else SFREE) + s, 1) if g >= 2 else None
                 loaded = _signal_each(em, step.loads, LOADED + s, free)
             g += 1
         if gemm:
-            em.emit(matmul_config[0], Sync(signal=COMPUTED + slot, signal_count=1), **matmul_config[1])
+            em.emit(matmul_config, Sync(signal=COMPUTED + slot, signal_count=1))
         operands = _signal_each(em, tile.operands, OPERAND + slot, (OPFREE + slot, 1) if t >= 2 else None)
         reduced = any(step.vector for step in tile.steps)  # the vector engine has already waited for the loads
         if tile.vector:
             if t >= 2:
-                em.emit(CLAMP_RESET[0], Sync(wait=SFREE + slot, wait_count=1), **CLAMP_RESET[1])
+                em.emit(CLAMP_RESET, Sync(wait=SFREE + slot, wait_count=1))
             if operands:
-                em.emit(CLAMP_RESET[0], Sync(wait=OPERAND + slot, wait_count=operands), **CLAMP_RESET[1])
+                em.emit(CLAMP_RESET, Sync(wait=OPERAND + slot, wait_count=operands))
             ready_wait = (COMPUTED + slot, 1) if gemm else None if reduced else (LOADED + slot, loaded)
-            _emit(em, tile.vector, ready_wait, (READY + slot, 1), pick=lambda spec: not spec[0].startswith("CONFIG"))
+            _emit(em, tile.vector, ready_wait, (READY + slot, 1), pick=lambda op: not op.is_config)
             if later and not reduced:
-                em.emit(CLAMP_RESET[0], Sync(signal=(ACCFREE if gemm else VFREE) + slot, signal_count=1),
-                        **CLAMP_RESET[1])
+                em.emit(CLAMP_RESET, Sync(signal=(ACCFREE if gemm else VFREE) + slot, signal_count=1))
             if later and operands:
-                em.emit(CLAMP_RESET[0], Sync(signal=OPFREE + slot, signal_count=1), **CLAMP_RESET[1])
+                em.emit(CLAMP_RESET, Sync(signal=OPFREE + slot, signal_count=1))
             store_wait = (READY + slot, 1)
         else:
             store_wait = (LOADED + slot, loaded)

@@ -12,7 +12,8 @@ from typing import Callable
 from isa.config import ArchConfig
 
 from .gemm import Requant
-from .pipeline import Spec, Step, Tile
+from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, LOAD, REQUANT, STORE, VMUL, VSUBI, Op
+from .pipeline import Step, Tile
 from .tensors import DramTensor
 from .vector import CHUNK
 
@@ -38,18 +39,18 @@ class ProductLayer:
             a, b, out = slot, slot + chunk, slot + 2 * chunk
             acc_a, acc_b = (k % 2) * 2 * chunk, (k % 2) * 2 * chunk + chunk
             flat = dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)
-            loads: list[Spec] = [("CONFIG_LOAD", flat)] + [
-                ("LOAD", dict(dram=base(t) + start, space="spad", sram=at, planes=1, rows=1, cols=1))
+            loads: list[Op] = [CONFIG_LOAD(**flat)] + [
+                LOAD(dram=base(t) + start, space="spad", sram=at, planes=1, rows=1, cols=1)
                 for t, at in ((self.lhs, a), (self.rhs, b))]
-            vector: list[Spec] = [
-                ("VSUBI", dict(dst_space="acc", dst=acc_a, src_space="spad", src=a, count=n, imm=self.zeros[0])),
-                ("VSUBI", dict(dst_space="acc", dst=acc_b, src_space="spad", src=b, count=n, imm=self.zeros[1])),
-                ("VMUL", dict(dst_space="acc", dst=acc_a, src1_space="acc", src1=acc_a, src2_space="acc", src2=acc_b,
-                              rows=1, cols=n, bcast=0)),
-                ("CONFIG_REQUANT", dict(multiplier=int(r.multipliers[0]), shift=int(r.shifts[0]), zero_point=r.zero,
-                                        clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0)),
-                ("REQUANT", dict(dst=out, src=acc_a, rows=1, cols=n))]
-            stores: list[Spec] = [("CONFIG_STORE", flat), ("STORE", dict(dram=base(self.result) + start, space="spad",
-                                                                          sram=out, planes=1, rows=1, cols=1))]
+            vector: list[Op] = [
+                VSUBI(dst_space="acc", dst=acc_a, src_space="spad", src=a, count=n, imm=self.zeros[0]),
+                VSUBI(dst_space="acc", dst=acc_b, src_space="spad", src=b, count=n, imm=self.zeros[1]),
+                VMUL(dst_space="acc", dst=acc_a, src1_space="acc", src1=acc_a, src2_space="acc", src2=acc_b,
+                     rows=1, cols=n, bcast=0),
+                CONFIG_REQUANT(multiplier=int(r.multipliers[0]), shift=int(r.shifts[0]), zero_point=r.zero,
+                               clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0),
+                REQUANT(dst=out, src=acc_a, rows=1, cols=n)]
+            stores: list[Op] = [CONFIG_STORE(**flat), STORE(dram=base(self.result) + start, space="spad",
+                                                            sram=out, planes=1, rows=1, cols=1)]
             tiles.append(Tile([Step(loads)], vector, stores))
         return tiles

@@ -19,7 +19,9 @@ from isa.program import WIDE_LUT_BYTES
 
 from ...errors import UnsupportedError
 from ...graph.nodes import nn, quant
-from .pipeline import Spec, Step, Tile
+from .instructions import (CONFIG_LOAD, CONFIG_STORE, LOAD, LUT32, REDUCE, STORE, VADDI, VDIV, VMAXI, VMINI, VMUL, VSUB,
+                           Op)
+from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
 
@@ -53,9 +55,9 @@ class SoftmaxLayer:
     wide: bool = False
     """int32 probabilities of scale 2^-16 (nn.Softmax's `wide`), stored from the accumulator"""
 
-    def prologue(self, constants: int) -> list[Spec]:
-        return [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=WIDE_LUT_BYTES)),
-                ("LOAD", dict(dram=constants + self.table, space="spad", sram=0, planes=1, rows=1, cols=1))]
+    def prologue(self, constants: int) -> list[Op]:
+        return [CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=WIDE_LUT_BYTES),
+                LOAD(dram=constants + self.table, space="spad", sram=0, planes=1, rows=1, cols=1)]
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
         if not fits(self.length, config, self.masked):
@@ -70,35 +72,35 @@ class SoftmaxLayer:
             e, peak, total = slot * words, slot * words + stride, slot * words + stride + 1
             weight = total + 1
             dma = dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)
-            loads: list[Spec] = [("CONFIG_LOAD", dma), ("LOAD", dict(dram=base(self.source) + g * n, space="spad",
-                                                                      sram=x, planes=1, rows=1, cols=1))]
+            loads: list[Op] = [CONFIG_LOAD(**dma), LOAD(dram=base(self.source) + g * n, space="spad",
+                                                        sram=x, planes=1, rows=1, cols=1)]
             column = dict(rows=n, cols=1)
-            vector: list[Spec] = [
-                ("REDUCE", dict(op="max", accumulate=0, dst=peak, src_space="spad", src=x, **column)),
-                ("VSUB", dict(dst_space="acc", dst=e, src1_space="spad", src1=x, src2_space="acc", src2=peak,
-                              bcast=1, **column)),
-                ("LUT32", dict(dst=e, src=e, table=0, count=n, base=255)),
+            vector: list[Op] = [
+                REDUCE(op="max", accumulate=0, dst=peak, src_space="spad", src=x, **column),
+                VSUB(dst_space="acc", dst=e, src1_space="spad", src1=x, src2_space="acc", src2=peak,
+                     bcast=1, **column),
+                LUT32(dst=e, src=e, table=0, count=n, base=255),
             ]
             if self.masked:  # e * min(x + 128, 1): no weight for the code -128
-                vector += [("VADDI", dict(dst_space="acc", dst=weight, src_space="spad", src=x, count=n, imm=128)),
-                           ("VMINI", dict(dst_space="acc", dst=weight, src_space="acc", src=weight, count=n, imm=1)),
-                           ("VMUL", dict(dst_space="acc", dst=e, src1_space="acc", src1=e, src2_space="acc",
-                                         src2=weight, bcast=0, **column))]
+                vector += [VADDI(dst_space="acc", dst=weight, src_space="spad", src=x, count=n, imm=128),
+                           VMINI(dst_space="acc", dst=weight, src_space="acc", src=weight, count=n, imm=1),
+                           VMUL(dst_space="acc", dst=e, src1_space="acc", src1=e, src2_space="acc",
+                                src2=weight, bcast=0, **column)]
             vector += [
-                ("REDUCE", dict(op="sum", accumulate=0, dst=total, src_space="acc", src=e, **column)),
-                *([("VMAXI", dict(dst_space="acc", dst=total, src_space="acc", src=total, count=1, imm=1))]
+                REDUCE(op="sum", accumulate=0, dst=total, src_space="acc", src=e, **column),
+                *([VMAXI(dst_space="acc", dst=total, src_space="acc", src=total, count=1, imm=1)]
                   if self.masked else []),
-                ("VDIV", dict(dst_space="acc", dst=e, src1_space="acc", src1=e, src2_space="acc", src2=total,
-                              bcast=1, shift=nn.SOFTMAX_WIDE_BITS if self.wide else quant.SOFTMAX_SHIFT, **column)),
+                VDIV(dst_space="acc", dst=e, src1_space="acc", src1=e, src2_space="acc", src2=total,
+                     bcast=1, shift=nn.SOFTMAX_WIDE_BITS if self.wide else quant.SOFTMAX_SHIFT, **column),
             ]
             if self.wide:  # the int32 quotients are the result
-                stores: list[Spec] = [("CONFIG_STORE", dict(dma, elem_bytes=4 * n)), ("STORE", dict(
-                    dram=base(self.result) + 4 * g * n, space="acc", sram=e, planes=1, rows=1, cols=1))]
+                stores: list[Op] = [CONFIG_STORE(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * n), STORE(
+                    dram=base(self.result) + 4 * g * n, space="acc", sram=e, planes=1, rows=1, cols=1)]
             else:
-                vector.append(("VADDI", dict(dst_space="spad", dst=y, src_space="acc", src=e, count=n,
-                                             imm=nn.SOFTMAX_ZERO)))
-                stores = [("CONFIG_STORE", dma), ("STORE", dict(dram=base(self.result) + g * n, space="spad", sram=y,
-                                                                planes=1, rows=1, cols=1))]
+                vector.append(VADDI(dst_space="spad", dst=y, src_space="acc", src=e, count=n,
+                                    imm=nn.SOFTMAX_ZERO))
+                stores = [CONFIG_STORE(**dma), STORE(dram=base(self.result) + g * n, space="spad", sram=y,
+                                                     planes=1, rows=1, cols=1)]
             tiles.append(Tile([Step(loads)], vector, stores))
         return tiles
 

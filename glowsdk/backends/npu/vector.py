@@ -16,7 +16,9 @@ from isa.config import ArchConfig
 
 from ...errors import UnsupportedError
 from .gemm import Image
-from .pipeline import Spec, Step, Tile
+from .instructions import (CONFIG_LOAD, CONFIG_POOL, CONFIG_REQUANT, CONFIG_STORE, LOAD, OPS, POOL, REQUANT, STORE,
+                           VADDI, VSUBI, Op)
+from .pipeline import Step, Tile
 from .tensors import DramTensor
 
 CHUNK = 32768
@@ -64,29 +66,29 @@ class ElementwiseLayer:
             acc = (k % 2) * chunk
             ins = [sram + i * chunk for i in range(len(self.operands))]
             out = sram + len(self.operands) * chunk
-            loads: list[Spec] = [("CONFIG_LOAD", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n))]
-            loads += [("LOAD", dict(dram=base(t) + start, space="spad", sram=a, planes=1, rows=1, cols=1))
+            loads: list[Op] = [CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)]
+            loads += [LOAD(dram=base(t) + start, space="spad", sram=a, planes=1, rows=1, cols=1)
                       for t, a in zip(self.operands, ins)]
-            stores = [("CONFIG_STORE", dict(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n)),
-                      ("STORE", dict(dram=base(self.result) + start, space="spad", sram=out, planes=1, rows=1,
-                                     cols=1))]
+            stores = [CONFIG_STORE(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=n),
+                      STORE(dram=base(self.result) + start, space="spad", sram=out, planes=1, rows=1,
+                            cols=1)]
             tiles.append(Tile([Step(loads)], self._vector(ins, out, acc, n), stores))
         return tiles
 
-    def _vector(self, ins: list[int], out: int, acc: int, n: int) -> list[Spec]:
+    def _vector(self, ins: list[int], out: int, acc: int, n: int) -> list[Op]:
         if self.op in ("Add", "Sub"):  # saturate(a +- b -+ zero): exact in the accumulator, saturated back
-            return [("V" + self.op.upper(), dict(dst_space="acc", dst=acc, src1_space="spad", src1=ins[0],
-                                                 src2_space="spad", src2=ins[1], rows=1, cols=n, bcast=0)),
-                    ("VSUBI" if self.op == "Add" else "VADDI", dict(dst_space="spad", dst=out, src_space="acc",
-                                                                    src=acc, count=n, imm=self.zero))]
+            return [OPS["V" + self.op.upper()](dst_space="acc", dst=acc, src1_space="spad", src1=ins[0],
+                                               src2_space="spad", src2=ins[1], rows=1, cols=n, bcast=0),
+                    (VSUBI if self.op == "Add" else VADDI)(dst_space="spad", dst=out, src_space="acc", src=acc,
+                                                           count=n, imm=self.zero)]
         if self.op in ("Max", "Min"):
-            return [("V" + self.op.upper(), dict(dst_space="spad", dst=out, src1_space="spad", src1=ins[0],
-                                                 src2_space="spad", src2=ins[1], rows=1, cols=n, bcast=0))]
+            return [OPS["V" + self.op.upper()](dst_space="spad", dst=out, src1_space="spad", src1=ins[0],
+                                               src2_space="spad", src2=ins[1], rows=1, cols=n, bcast=0)]
         multiplier, shift, zero = self.requant
-        return [("VSUBI", dict(dst_space="acc", dst=acc, src_space="spad", src=ins[0], count=n, imm=self.zero)),
-                ("CONFIG_REQUANT", dict(multiplier=multiplier, shift=shift, zero_point=zero, clamp_lo=-128,
-                                        clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0)),
-                ("REQUANT", dict(dst=out, src=acc, rows=1, cols=n))]
+        return [VSUBI(dst_space="acc", dst=acc, src_space="spad", src=ins[0], count=n, imm=self.zero),
+                CONFIG_REQUANT(multiplier=multiplier, shift=shift, zero_point=zero, clamp_lo=-128,
+                               clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0),
+                REQUANT(dst=out, src=acc, rows=1, cols=n)]
 
 
 @dataclass
@@ -134,20 +136,20 @@ class PoolLayer:
                     n = min(c, self.channels - c0)
                     sram = (len(tiles) % 2) * budget
                     out = sram + in_bytes
-                    loads: list[Spec] = [
-                        ("CONFIG_LOAD", dict(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
-                                             elem_bytes=n)),
-                        ("LOAD", dict(dram=base(src.tensor) + b * src.batch_stride + y0 * src.row_stride + c0,
-                                      space="spad", sram=sram, planes=1, rows=y1 - y0 + 1, cols=self.width))]
-                    vector = [("CONFIG_POOL", dict(kh=kh, kw=kw, stride_h=sh, stride_w=sw, pad_top=y0 - first,
-                                                   pad_bottom=last - y1, pad_left=self.pads[1],
-                                                   pad_right=self.pads[3], count_pad=int(self.count_pad),
-                                                   pad_value=self.zero)),
-                              ("POOL", dict(op="max" if self.op == "MaxPool" else "avg", dst=out, src=sram,
-                                            height=y1 - y0 + 1, width=self.width, channels=n))]
-                    stores = [("CONFIG_STORE", dict(row_stride=dst.row_stride, plane_stride=0,
-                                                    col_stride=dst.pixel_stride, elem_bytes=n)),
-                              ("STORE", dict(dram=base(dst.tensor) + b * dst.batch_stride + oy0 * dst.row_stride + c0,
-                                             space="spad", sram=out, planes=1, rows=oy1 - oy0, cols=self.out_width))]
+                    loads: list[Op] = [
+                        CONFIG_LOAD(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
+                                    elem_bytes=n),
+                        LOAD(dram=base(src.tensor) + b * src.batch_stride + y0 * src.row_stride + c0,
+                             space="spad", sram=sram, planes=1, rows=y1 - y0 + 1, cols=self.width)]
+                    vector = [CONFIG_POOL(kh=kh, kw=kw, stride_h=sh, stride_w=sw, pad_top=y0 - first,
+                                          pad_bottom=last - y1, pad_left=self.pads[1],
+                                          pad_right=self.pads[3], count_pad=int(self.count_pad),
+                                          pad_value=self.zero),
+                              POOL(op="max" if self.op == "MaxPool" else "avg", dst=out, src=sram,
+                                   height=y1 - y0 + 1, width=self.width, channels=n)]
+                    stores = [CONFIG_STORE(row_stride=dst.row_stride, plane_stride=0,
+                                           col_stride=dst.pixel_stride, elem_bytes=n),
+                              STORE(dram=base(dst.tensor) + b * dst.batch_stride + oy0 * dst.row_stride + c0,
+                                    space="spad", sram=out, planes=1, rows=oy1 - oy0, cols=self.out_width)]
                     tiles.append(Tile([Step(loads)], vector, stores))
         return tiles
