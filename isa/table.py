@@ -16,7 +16,7 @@ from .families import dma, matrix, vector
 from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
                      validate_table)
 
-ISA_VERSION = (2, 1)
+ISA_VERSION = (2, 2)
 """(major, minor): major changes with any incompatible encoding or semantics, minor when instructions are
 added; a binary records the version it was built for."""
 
@@ -389,6 +389,18 @@ p = acc[dst + r*cols + c] when acc_mode is 1, else 0. One tap of a depthwise con
 output pixels: src is the tap's input pixel of each output pixel (pitch = stride x channels in an image of
 contiguous channels), wgt the tap's weight per channel, each lane a channel.""", "vector-mac",
               semantics=vector.mac, extents=vector.mac_extents, timing=lanes(vector.rows_by_cols)),
+    InstrSpec("VADD_LUT", 0x30, Engine.VECTOR, (
+        F("dst", 22, SPAD_ADDR, "int8 result, count elements"),
+        F("src1", 44, SPAD_ADDR, "first int8 source a, count elements"),
+        F("src2", 66, SPAD_ADDR, "second int8 source b, count elements"),
+        F("count", 88, COUNT24, "elements"),
+        F("offset", 112, INT16, "added to each sum before it saturates (minus an Add's zero point)"),
+    ), """\
+For i < count: `spad[dst + i] = lut[min(max(spad[src1 + i] + spad[src2 + i] + offset, -128), 127) + 128]` (the
+table LUT_LOAD set). A residual Add of two int8 tensors and the element-wise step after it (a ReLU, a
+Rescale: any int8 -> int8 table) in one pass: VADD (offset 0), or VADD into the accumulator then VSUBI of
+the zero point (offset = -zero), followed by LUT, give the same bytes.""", "vector-binary",
+              semantics=vector.add_lut, extents=vector.add_lut_extents, timing=lanes(vector.count)),
 ]
 
 INSTRUCTIONS: tuple[InstrSpec, ...] = (*CONTROL, *DMA, *MATRIX, *VECTOR)

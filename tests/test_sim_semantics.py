@@ -239,6 +239,26 @@ def case_mac(rng):
         assert acc(result, 0x400, rows * cols).tolist() == want, acc_mode
 
 
+def case_add_lut(rng):
+    """The saturated sum plus offset looked up in the table, in place (dst = src1, an epilogue's tile); the same
+    bytes as the Add's two spellings it replaces (VADD then LUT; VADD into int32, VSUBI the zero point, LUT)."""
+    n, zero = 300, -37
+    table, a, b = rng.integers(-128, 128, 256), operand(rng, "spad", n), operand(rng, "spad", n)
+    p = Program()
+    p.put("spad", 0x1000, table)
+    p.put("spad", 0x40, a)
+    p.put("spad", 0x200, b)
+    for offset in (0, -zero, -32768, 32767):
+        result = p.run("LUT_LOAD src=0x1000", f"VADD_LUT dst=0x40 src1=0x40 src2=0x200 count={n} offset={offset}")
+        assert spad(result, 0x40, n).tolist() == [int(table[sat("spad", int(x) + int(y) + offset) + 128])
+                                                 for x, y in zip(a, b)], offset
+    fused = p.run("LUT_LOAD src=0x1000", f"VADD_LUT dst=0x40 src1=0x40 src2=0x200 count={n} offset={-zero}")
+    spelled = p.run("LUT_LOAD src=0x1000", f"VADD dst_space=acc dst=0x0 src1_space=spad src1=0x40 src2_space=spad "
+                    f"src2=0x200 rows=1 cols={n} bcast=0", f"VSUBI dst_space=spad dst=0x40 src_space=acc src=0x0 "
+                    f"count={n} imm={zero}", f"LUT dst=0x40 src=0x40 count={n}")
+    assert spad(fused, 0x40, n).tolist() == spad(spelled, 0x40, n).tolist()
+
+
 def pool_reference(image, op, kh, kw, sh, sw, pt, pb, pl, pr, count_pad, pad_value):
     h, w, c = image.shape
     oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
@@ -430,7 +450,7 @@ CASES: dict[str, Callable] = {
     "REQUANT": case_requant, "CONFIG_REQUANT": case_requant,
     "CLAMP": case_clamp, "CONFIG_CLAMP": case_clamp,
     "LUT": case_lut, "LUT_LOAD": case_lut, "LUT32": case_lut32, "VDIV": case_divide,
-    "VMAC": case_mac,
+    "VMAC": case_mac, "VADD_LUT": case_add_lut,
     "POOL": case_pool, "CONFIG_POOL": case_pool,
     "REDUCE": case_reduce,
     "MATMUL": case_matmul, "CONFIG_MATMUL": case_matmul,

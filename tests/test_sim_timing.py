@@ -199,14 +199,16 @@ def test_vector_timing_and_unit_accounts():
         "pad_value=0",
         "POOL op=max dst=0x4000 src=0x0 height=8 width=8 channels=16",
         "MATMUL inp=0x0 wgt=0x0 acc=0x1000 rows=16 k=16 n=16 acc_mode=0 ; wait s1",
+        "VADD_LUT dst=0x8000 src1=0x0 src2=0x100 count=700 offset=3",
         "END"])
     result = simulate(assemble(text), config)
     assert duration(result, 0) == config.vector_pipeline_cycles + math.ceil(1000 / config.vector_lanes)
     assert duration(result, 2) == config.vector_pipeline_cycles + math.ceil(4 * 4 * 16 * 9 / config.vector_lanes)
     units = {row.unit: row for row in result.unit_rows()}
-    assert units["vector"].busy == duration(result, 0) + 1 + duration(result, 2)
+    assert duration(result, 4) == config.vector_pipeline_cycles + math.ceil(700 / config.vector_lanes)
+    assert units["vector"].busy == duration(result, 0) + 1 + duration(result, 2) + duration(result, 4)
     assert units["matrix"].stalls["semaphore"] > 0
-    assert units["dispatcher"].instructions == 5
+    assert units["dispatcher"].instructions == 6
 
 
 def test_a_full_queue_stalls_the_dispatcher():

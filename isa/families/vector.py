@@ -159,6 +159,16 @@ def mac_extents(i: Instr, r: Registers) -> list[Extent]:
             Extent("spad", i.wgt, i.wgt + i.cols, False), *out]
 
 
+def add_lut(state: State, i: Instr, r: Registers) -> list[Write]:
+    total = read(state, "spad", i.src1, i.count) + read(state, "spad", i.src2, i.count) + i.offset
+    return write_to(state.spad, i.dst, state.lut[np.clip(total, numerics.INT8_MIN, numerics.INT8_MAX) + 128])
+
+
+def add_lut_extents(i: Instr, r: Registers) -> list[Extent]:
+    return [Extent("spad", i.src1, i.src1 + i.count, False), Extent("spad", i.src2, i.src2 + i.count, False),
+            Extent("spad", i.dst, i.dst + i.count, True)]
+
+
 def pool_output(i: Instr, r: Registers) -> tuple[int, int]:
     """(OH, OW) of a POOL under the window registers; a ProgramError if the output is empty."""
     oh = (i.height + r["pad_top"] + r["pad_bottom"] - r["kh"]) // r["stride_h"] + 1

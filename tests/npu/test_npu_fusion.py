@@ -12,7 +12,7 @@ import pytest
 
 import glowsdk
 from glowsdk import numerics
-from glowsdk.backends.npu.gemm import AddTensor, Clamp8, Lut8, Rescale8, compact, vector_passes
+from glowsdk.backends.npu.gemm import AddTensor, Clamp8, Lut8, Rescale8, compact, epilogue_specs, vector_passes
 from glowsdk.cli.main import main
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from isa import PRESETS
@@ -44,7 +44,11 @@ def test_residual_chains_fuse_into_the_convolutions_bit_exact(config, batch):
     assert any(type(op).__name__ == "AddTensor" for op in fused)
     # every Rescale of a chain runs as a table lookup (one vector pass), none as VSUBI + REQUANT
     assert not any(isinstance(op, Rescale8) or isinstance(getattr(op, "pre", None), Rescale8) for op in fused)
-    assert any(isinstance(op, Lut8) for op in fused)
+    assert any(isinstance(op, Lut8) or isinstance(getattr(op, "post", None), Lut8) for op in fused)
+    # the ReLU after each Add rides with it: one VADD_LUT, no pass of its own
+    assert all(isinstance(op.post, Lut8) for op in fused if isinstance(op, AddTensor))
+    mnemonics = [i.mnemonic for i in npu.compiled.binary.instructions]
+    assert "VADD_LUT" in mnemonics and "VADD" not in mnemonics
 
 
 @pytest.mark.parametrize("width", [12, 7])
@@ -71,29 +75,38 @@ def test_strided_and_batched_1x1_convolutions_read_views_bit_exact(width):
 def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():
     rescale, clamp = Rescale8(1518500250, 1, 5, -7), Clamp8(-7, 100)
     chain = compact([rescale, clamp, AddTensor(None, 3, Rescale8(1 << 30, 0, 2, 0)), clamp])
-    assert [type(op) for op in chain] == [Lut8, AddTensor, Clamp8] and isinstance(chain[1].pre, Lut8)
+    assert [type(op) for op in chain] == [Lut8, AddTensor] and isinstance(chain[1].pre, Lut8)
     q = np.arange(-128, 128)
     step = np.clip(numerics.requantize(q - 5, 1518500250, 1, -7).astype(np.int64), -7, 100)  # the two instructions
     # the Add's zero point is folded into the table before it (every entry minus 3 is still an int8): one VADD
     assert chain[1].folded
     np.testing.assert_array_equal(np.frombuffer(chain[0].table, np.int8), step - 3)
-    assert vector_passes(chain) == 1 + 1 + (1 + 1) + 1
+    # the clamp after the Add is its post table: REQUANT, the table, the operand's table, one VADD_LUT
+    np.testing.assert_array_equal(np.frombuffer(chain[1].post.table, np.int8), np.clip(q, -7, 100))
+    assert vector_passes(chain) == 1 + 1 + (1 + 1)
     wide = compact([Rescale8(1 << 30, -1, 0, 0), AddTensor(None, -100)])  # 127 + 100 is no int8: VADD, VSUBI
-    assert not wide[1].folded and vector_passes(wide) == 1 + 1 + 2
+    assert not wide[1].folded and wide[1].post is None and vector_passes(wide) == 1 + 1 + 2
+    # followed by a table, the unfolded Add subtracts its zero point in VADD_LUT's offset: one pass
+    relu = compact([Rescale8(1 << 30, -1, 0, 0), AddTensor(None, -100), Clamp8(-100, 127)])
+    add = relu[1]
+    assert not add.folded and vector_passes(relu) == 1 + 1 + 1
+    assert epilogue_specs(add, 0x40, 0, 2, 3, 0x80, {id(add.post): 0x400}) == [
+        ("LUT_LOAD", dict(src=0x400)), ("VADD_LUT", dict(dst=0x40, src1=0x40, src2=0x80, count=6, offset=100))]
 
 
-def test_an_add_zero_point_moves_into_the_table_after_it_where_that_table_is_flat():
+def test_an_add_zero_point_rides_in_the_offset_of_its_add_lut_whatever_the_table_after_it():
     relu = Lut8.of([Rescale8(1 << 30, 0, -41, -128), Clamp8(-128, 127)])  # the Add's type to a ReLU'd one
-    table = np.frombuffer(relu.table, np.int8).astype(np.int64)
-    assert table[:41].tolist() == [-128] * 41  # flat below the zero point -41
-    chain = compact([AddTensor(None, -41), relu])  # no table before the Add to take its zero point
-    assert chain[0].folded and vector_passes(chain) == 1 + 1 + 1  # REQUANT, VADD, the table
+    identity = Lut8((np.arange(256) - 128).astype(np.int8).tobytes())  # flat nowhere
     q, x = np.meshgrid(np.arange(-128, 128), np.arange(-128, 128))
-    want = table[np.clip(q + x + 41, -128, 127) + 128]  # the Add's VADD and VSUBI, then the table
-    got = np.frombuffer(chain[1].table, np.int8).astype(np.int64)[np.clip(q + x, -128, 127) + 128]
-    np.testing.assert_array_equal(got, want)
-    steep = compact([AddTensor(None, 5), Lut8((np.arange(256) - 128).astype(np.int8).tobytes())])
-    assert not steep[0].folded  # the identity is flat nowhere: VADD, VSUBI
+    for zero, after in ((-41, relu), (5, identity)):
+        chain = compact([AddTensor(None, zero), after])  # no table before the Add to take its zero point
+        add = chain[0]
+        assert len(chain) == 1 and not add.folded and vector_passes(chain) == 1 + 1  # REQUANT, VADD_LUT
+        (_, load), (_, fused) = epilogue_specs(add, 0x40, 0, 1, 1, 0x80, {id(add.post): 0x400})
+        table = np.frombuffer(after.table, np.int8).astype(np.int64)
+        want = table[np.clip(q + x - zero, -128, 127) + 128]  # VADD and VSUBI, then the table
+        post = np.frombuffer(add.post.table, np.int8).astype(np.int64)
+        np.testing.assert_array_equal(post[np.clip(q + x + fused["offset"], -128, 127) + 128], want)
 
 
 def test_roofline_bound_of_one_convolution_is_the_closed_form():

@@ -18,7 +18,8 @@ tile's steps as an operand of the vector work only (the array does not wait for 
 optionally rescaled on chip first. The intermediate tensors of the chain never reach DRAM. Each run
 of unary steps (Rescales, clamps, table lookups such as a HardSwish or SiLU; an Add's operand
 Rescale) runs as one table lookup (`Lut8`, its table loaded once per layer), so the vector
-engine, which runs the whole chain while the array computes the next tile, makes one pass for it.
+engine, which runs the whole chain while the array computes the next tile, makes one pass for it;
+the run after an Add (a residual's ReLU) rides with the Add itself (VADD_LUT: add, saturate, look up).
 """
 from __future__ import annotations
 
@@ -135,59 +136,40 @@ class Lut8:
 @dataclass(frozen=True)
 class AddTensor:
     """A same-type Add of another NHWC int8 tensor: saturate(q + x - zero), x rescaled first by `pre`. With
-    `folded`, a table before it already subtracted `zero` from one side, or the table after it takes `zero` into
-    account (`_fold_zero_after`): one saturating int8 VADD."""
+    `folded`, a table before it already subtracted `zero` from one side: one saturating int8 VADD. With
+    `post`, the table of the unary run that follows looks the sum up in the same pass (one VADD_LUT)."""
 
     operand: Image
     zero: int
     pre: Rescale8 | Lut8 | None = None
     folded: bool = False
+    post: Lut8 | None = None
 
 
 EpilogueOp = Rescale8 | Clamp8 | Lut8 | AddTensor
 
 
 def compact(epilogue: Sequence[EpilogueOp]) -> tuple[EpilogueOp, ...]:
-    """The same chain with every run of unary steps as one table, except a lone clamp (CLAMP is one pass too)."""
+    """The same chain with every run of unary steps as one table, except a lone clamp (CLAMP is one pass too),
+    and the run after an Add as that Add's `post`."""
     out: list[EpilogueOp] = []
     run: list[Rescale8 | Clamp8 | Lut8] = []
     for op in [*epilogue, None]:
         if isinstance(op, (Rescale8, Clamp8, Lut8)):
             run.append(op)
             continue
-        if run:
+        if run and out and isinstance(out[-1], AddTensor) and out[-1].post is None:
+            out[-1] = replace(out[-1], post=Lut8.of(run))
+        elif run:
             out.append(run[0] if len(run) == 1 and isinstance(run[0], Clamp8) else Lut8.of(run))
-            run = []
+        run = []
         if isinstance(op, AddTensor) and isinstance(op.pre, Rescale8):
             op = replace(op, pre=Lut8.of([op.pre]))
         if isinstance(op, AddTensor):
             op = _fold_zero(op, out)
         if op is not None:
             out.append(op)
-    return tuple(_fold_zero_after(out))
-
-
-def _fold_zero_after(chain: list[EpilogueOp]) -> list[EpilogueOp]:
-    """The chain with the zero point of each Add no table before it took moved into the step after it, a table T
-    (a clamp made one): sat(q + x) then T'[s] = T[sat(s - zero)]. Exact where T is flat over each range the
-    earlier saturation merges: q + x past 127 is s = 127 (sat(q + x - zero) from sat(128 - zero) up), past -128
-    is s = -128; a ReLU's table is flat below its zero, which a residual Add's negative zero point sends there."""
-    out = list(chain)
-    for k in range(len(out) - 1):
-        add, after = out[k], out[k + 1]
-        if not isinstance(add, AddTensor) or add.folded or not isinstance(after, (Lut8, Clamp8)):
-            continue
-        table = np.frombuffer(Lut8.of([after]).table, np.int8).astype(np.int64)
-        z = add.zero
-
-        def flat(lo: int, hi: int) -> bool:
-            lo, hi = (int(np.clip(v, -128, 127)) + 128 for v in (lo, hi))
-            return bool((table[lo:hi + 1] == table[lo]).all())
-
-        if flat(127 - z, 254 - z) and flat(-256 - z, -128 - z):
-            shifted = table[np.clip(np.arange(-128, 128) - z, -128, 127) + 128]
-            out[k], out[k + 1] = replace(add, folded=True), Lut8(shifted.astype(np.int8).tobytes())
-    return out
+    return tuple(out)
 
 
 def _fold_zero(add: AddTensor, before: list[EpilogueOp]) -> AddTensor:
@@ -213,14 +195,19 @@ def _minus(table: EpilogueOp | None, zero: int) -> Lut8 | None:
 
 def tables(epilogue: Sequence[EpilogueOp]) -> list[Lut8]:
     """The epilogue's tables in the order its tiles use them (an Add's operand table before the Add)."""
-    return [t for op in epilogue for t in ((op.pre,) if isinstance(op, AddTensor) else (op,)) if isinstance(t, Lut8)]
+    return [t for op in epilogue for t in ((op.pre, op.post) if isinstance(op, AddTensor) else (op,))
+            if isinstance(t, Lut8)]
 
 
 def vector_passes(epilogue: Sequence[EpilogueOp]) -> int:
-    """Passes of the vector engine over a tile: its REQUANT, then each step's (an Add: VADD and VSUBI)."""
+    """Passes of the vector engine over a tile: its REQUANT, then each step's (an Add: VADD and VSUBI, or one
+    VADD_LUT with its post table)."""
     def one(op: EpilogueOp | None) -> int:
         return 0 if op is None else 2 if isinstance(op, Rescale8) else 1
-    return 1 + sum(2 - op.folded + one(op.pre) if isinstance(op, AddTensor) else one(op) for op in epilogue)
+
+    def add(op: AddTensor) -> int:
+        return (1 if op.post else 2 - op.folded) + one(op.pre)
+    return 1 + sum(add(op) if isinstance(op, AddTensor) else one(op) for op in epilogue)
 
 
 def pretile_weights(filters: np.ndarray, tiling: Tiling) -> list[tuple[int, int, bytes]]:
@@ -426,6 +413,10 @@ def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, oper
     if not isinstance(op, AddTensor):
         return op.specs(out, acc, pixels, n)
     specs = epilogue_specs(op.pre, operand, acc, pixels, n, 0, luts) if op.pre else []
+    if op.post:  # saturate(q + x - zero) looked up in the post table, in one pass
+        return specs + [("LUT_LOAD", dict(src=luts[id(op.post)])),
+                        ("VADD_LUT", dict(dst=out, src1=out, src2=operand, count=pixels * n,
+                                          offset=0 if op.folded else -op.zero))]
     if op.folded:
         return specs + [VADD(dst_space="spad", dst=out, src1_space="spad", src1=out, src2_space="spad",
                              src2=operand, rows=pixels, cols=n, bcast=0)]

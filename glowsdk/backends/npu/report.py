@@ -36,7 +36,8 @@ class ReportRow:
 
 def _epilogue(layer: GemmLayer) -> str:
     names = {Rescale8: "rescale", Clamp8: "clamp", Lut8: "lut", AddTensor: "add"}
-    steps = [names[type(op)] + ("(rescaled)" if isinstance(op, AddTensor) and op.pre else "") for op in layer.epilogue]
+    steps = [names[type(op)] + ("(rescaled)" if isinstance(op, AddTensor) and op.pre else "")
+             + ("+lut" if isinstance(op, AddTensor) and op.post else "") for op in layer.epilogue]
     return f"; fused {'+'.join(steps)}" if steps else ""
 
 
