@@ -1,9 +1,11 @@
 """The reference NPU's machine description: configuration schema and instruction set.
 
 `isa.config` holds the architecture parameters and presets; `isa.table` the ISA
-table, from which `isa.encoding` (16-byte instructions), `isa.asm` (assembly
-text), `isa.program` (registers and memory extents per instruction, program
-checks) and `isa.docgen` (vendor_guide/isa.md) are derived; the exact integer
+table, one record per instruction carrying its semantics, memory extents and
+timing (`isa.behaviour`; the rules by family in `isa/families/`), from which
+`isa.encoding` (16-byte instructions), `isa.asm` (assembly text), `isa.program`
+(registers and memory extents per instruction, program checks) and `isa.docgen`
+(vendor_guide/isa.md) are derived, and which `sim` executes; the exact integer
 arithmetic the instructions' semantics use is `glowsdk.numerics`, shared with the graph.
 """
 from .asm import assemble, disassemble, format_instr, parse_instr
