@@ -13,6 +13,7 @@ import pytest
 import glowsdk
 from glowsdk import numerics
 from glowsdk.backends.npu.gemm import AddTensor, Clamp8, Lut8, Rescale8, compact, epilogue_specs, vector_passes
+from glowsdk.backends.npu.instructions import LUT_LOAD, VADD_LUT
 from glowsdk.cli.main import main
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from isa import PRESETS
@@ -91,7 +92,7 @@ def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():
     add = relu[1]
     assert not add.folded and vector_passes(relu) == 1 + 1 + 1
     assert epilogue_specs(add, 0x40, 0, 2, 3, 0x80, {id(add.post): 0x400}) == [
-        ("LUT_LOAD", dict(src=0x400)), ("VADD_LUT", dict(dst=0x40, src1=0x40, src2=0x80, count=6, offset=100))]
+        LUT_LOAD(src=0x400), VADD_LUT(dst=0x40, src1=0x40, src2=0x80, count=6, offset=100)]
 
 
 def test_an_add_zero_point_rides_in_the_offset_of_its_add_lut_whatever_the_table_after_it():
@@ -102,11 +103,12 @@ def test_an_add_zero_point_rides_in_the_offset_of_its_add_lut_whatever_the_table
         chain = compact([AddTensor(None, zero), after])  # no table before the Add to take its zero point
         add = chain[0]
         assert len(chain) == 1 and not add.folded and vector_passes(chain) == 1 + 1  # REQUANT, VADD_LUT
-        (_, load), (_, fused) = epilogue_specs(add, 0x40, 0, 1, 1, 0x80, {id(add.post): 0x400})
+        load, fused = epilogue_specs(add, 0x40, 0, 1, 1, 0x80, {id(add.post): 0x400})
         table = np.frombuffer(after.table, np.int8).astype(np.int64)
         want = table[np.clip(q + x - zero, -128, 127) + 128]  # VADD and VSUBI, then the table
         post = np.frombuffer(add.post.table, np.int8).astype(np.int64)
-        np.testing.assert_array_equal(post[np.clip(q + x + fused["offset"], -128, 127) + 128], want)
+        assert load == LUT_LOAD(src=0x400) and fused.mnemonic == "VADD_LUT"
+        np.testing.assert_array_equal(post[np.clip(q + x + fused.fields["offset"], -128, 127) + 128], want)
 
 
 def test_roofline_bound_of_one_convolution_is_the_closed_form():

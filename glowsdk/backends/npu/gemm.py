@@ -35,7 +35,7 @@ from sim.timing import matmul_cycles
 
 from ...numerics import requantize
 from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE,
-                           LOAD, LUT, LUT_LOAD, MATMUL, REQUANT, STORE, VADD, VSUBI, Op)
+                           LOAD, LUT, LUT_LOAD, MATMUL, REQUANT, STORE, VADD, VADD_LUT, VSUBI, Op)
 from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
@@ -414,9 +414,9 @@ def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, oper
         return op.specs(out, acc, pixels, n)
     specs = epilogue_specs(op.pre, operand, acc, pixels, n, 0, luts) if op.pre else []
     if op.post:  # saturate(q + x - zero) looked up in the post table, in one pass
-        return specs + [("LUT_LOAD", dict(src=luts[id(op.post)])),
-                        ("VADD_LUT", dict(dst=out, src1=out, src2=operand, count=pixels * n,
-                                          offset=0 if op.folded else -op.zero))]
+        return specs + [LUT_LOAD(src=luts[id(op.post)]),
+                        VADD_LUT(dst=out, src1=out, src2=operand, count=pixels * n,
+                                 offset=0 if op.folded else -op.zero)]
     if op.folded:
         return specs + [VADD(dst_space="spad", dst=out, src1_space="spad", src1=out, src2_space="spad",
                              src2=operand, rows=pixels, cols=n, bcast=0)]
