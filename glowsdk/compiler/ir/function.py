@@ -19,7 +19,7 @@ from ...errors import GraphError
 from ...graph.spec import REQUIRED
 from ...graph.types import Type
 from ...names import fresh_name
-from .instructions import INSTR_KINDS, InstrSpec, OperandKind, OperandSpec, result_types
+from .instructions import INSTR_KINDS, InstrSpec, OperandKind, OperandSpec
 
 
 class Value(ABC):
@@ -209,6 +209,12 @@ def view_offset(value: Value) -> int:
 
 
 _STRUCTURAL = ("AllocActivation", "DeallocActivation", "TensorView")
+
+
+def result_types(instr: Instruction) -> list[Type]:
+    """What the node type rule says the destinations of a derived instruction must be."""
+    inferred = instr.spec.node.infer(instr)
+    return [inferred] if isinstance(inferred, Type) else list(inferred)
 
 
 def verify_ir(function: IRFunction) -> None:

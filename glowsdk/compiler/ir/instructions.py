@@ -14,13 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...graph.spec import NODE_KINDS, Attr, NodeSpec, int_attr, type_attr
-from ...graph.types import Type
-
-if TYPE_CHECKING:
-    from .function import Instruction
 
 
 class OperandKind(Enum):
@@ -143,9 +139,3 @@ def spec_by_mnemonic(mnemonic: str) -> InstrSpec:
 def attr_value(spec: InstrSpec, name: str, value: Any) -> Any:
     """`value` normalised as the attribute `name` of `spec` expects."""
     return spec.attr_index[name].kind.normalise(value)
-
-
-def result_types(instr: "Instruction") -> list[Type]:
-    """What the node type rule says the destinations of a derived instruction must be."""
-    inferred = instr.spec.node.infer(instr)
-    return [inferred] if isinstance(inferred, Type) else list(inferred)
