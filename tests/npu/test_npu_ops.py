@@ -82,7 +82,7 @@ def test_a_row_tile_loads_its_input_once_for_all_its_output_channel_tiles():
     s, t = layer.shape, layer.tiling
     assert t.c == s.channels and t.n < s.out_channels
     _, tiles, _ = layer.tiles(lambda tensor: 0, 0)
-    loads = [m for tile in tiles for step in tile.steps for m, _ in step.loads if m == "LOAD"]
+    loads = [op for tile in tiles for step in tile.steps for op in step.loads if op.mnemonic == "LOAD"]
     row_tiles, steps = -(-s.out_height // t.rows), sum(len(tile.steps) for tile in tiles)
     assert len(loads) == row_tiles + steps
 
