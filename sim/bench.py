@@ -202,10 +202,12 @@ class _Emitter:
                   rows=pixels, cols=c, wait_sem=IN_FULL, wait_count=1)
         self.emit("CONFIG_REQUANT", multiplier=1 << 30, shift=5, zero_point=0, clamp_lo=-128, clamp_hi=127,
                   per_channel=0, table=0, bias_row=0, bias=0)
-        self.emit("REQUANT", dst=self.obuf[0], src=self.abuf[0], rows=1, cols=c, signal_sem=IN_FULL, signal_count=1)
+        self.emit("REQUANT", dst=self.obuf[0], src=self.abuf[0], rows=1, cols=c, signal_sem=OUT_FULL, signal_count=1)
         self.emit("CONFIG_MATMUL", dataflow="os", im2col=0, out_w=1, channels=1, kw=1, stride_h=1, stride_w=1,
                   dil_h=1, dil_w=1, row_pitch=0, pixel_pitch=0)
-        self.emit("NOP", wait_sem=IN_FULL, wait_count=1)  # the pooled vector is in the scratchpad
+        # The pooled vector is in the scratchpad. Not on IN_FULL: this wait could then take the LOAD's token
+        # before the REDUCE's wait does (checked mode calls that a race).
+        self.emit("NOP", wait_sem=OUT_FULL, wait_count=1)
         n_tile = max(1, self.wbuf_size // c // 8 * 8)
         for n0 in range(0, classes, n_tile):
             nt = min(n_tile, classes - n0)
