@@ -1,5 +1,6 @@
-"""`compile` and `serve-bench` check their destinations and --config before loading and calibrating the model
-(the npu target calibrates on random inputs when given no profile): a typo costs one line, not a calibration."""
+"""`compile` and `serve-bench` check their destinations, --config and the targets' flags before loading and
+calibrating the model (the npu target calibrates on random inputs when given no profile): a typo costs one line,
+not a calibration."""
 from __future__ import annotations
 
 import pytest
@@ -59,3 +60,25 @@ def test_serve_bench_checks_the_config_before_calibrating(calls, capsys):
     assert main(["serve-bench", MODEL, "--devices", "npu:2,cpu:1", "--config", "nosuchpreset"]) == 2
     assert one_line_error(capsys).startswith("glowsdk: error: unknown architecture preset 'nosuchpreset'")
     assert calls == []
+
+
+@pytest.mark.parametrize("command, argv, message", [
+    ("compile", ["--target", "npu", "--threads", "2"], "glowsdk: error: --threads is a flag of target cpu, not npu"),
+    ("run", ["--target", "interpreter", "--threads", "2"],
+     "glowsdk: error: --threads is a flag of target cpu, not interpreter"),
+    ("compile", ["--target", "cpu", "--config", "edge"], "glowsdk: error: --config is a flag of target npu, not cpu"),
+])
+def test_a_flag_of_another_target_fails_before_loading(calls, capsys, command, argv, message):
+    # the backends declare these flags (Backend.flags); the CLI passes them to the target that has them only
+    assert main([command, MODEL, *argv]) == 2
+    assert one_line_error(capsys) == message
+    assert calls == []
+
+
+def test_compile_help_names_each_backend_flags_target(capsys):
+    with pytest.raises(SystemExit):
+        main(["compile", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for line in ("--dump-llvm FILE cpu target: write the generated LLVM module to FILE",
+                 "--threads N cpu target: run the heavy kernels", "--config PRESET|FILE npu target: the architecture"):
+        assert line in text

@@ -14,12 +14,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from plugin_install import environment_with, install_plugin
 
 import glowsdk
 from glowsdk.backends import get_backend
+from glowsdk.cli.main import main
 from glowsdk.compiler.backend import Backend
 from glowsdk.errors import UnsupportedOpsError
 from glowsdk.runtime import CpuDeviceManager
@@ -40,6 +42,11 @@ def tinyvec(tinyvec_site: Path) -> Backend:
 
 def conv_mlp(seed: int = 0) -> glowsdk.Network:
     """Conv -> Relu -> Conv(stride 2) -> Relu -> MatMul + bias: nothing TinyVec-1 lacks once lowered."""
+    return glowsdk.load(conv_mlp_model(seed))
+
+
+def conv_mlp_model(seed: int = 0) -> onnx.ModelProto:
+    """`conv_mlp`'s ONNX model."""
     rng = np.random.default_rng(seed)
     weights = {"w1": rng.standard_normal((4, 2, 3, 3)), "b1": rng.standard_normal(4),
                "w2": rng.standard_normal((3, 4, 3, 3)), "w3": rng.standard_normal((27, 5)),
@@ -55,7 +62,7 @@ def conv_mlp(seed: int = 0) -> glowsdk.Network:
         nodes, "conv_mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 2, 7, 7))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         [numpy_helper.from_array(a.astype(np.int64 if k == "shape" else np.float32), k) for k, a in weights.items()])
-    return glowsdk.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _interpreter(network: glowsdk.Network, feeds: dict) -> dict:
@@ -68,7 +75,29 @@ def test_listed_through_its_entry_point(tinyvec: Backend, tinyvec_site: Path) ->
     assert listed.returncode == 0, listed.stderr
     assert "tinyvec  (tinyvec_backend:TinyVecBackend)" in listed.stdout
     assert "primitives (9 of" in listed.stdout.split("tinyvec  (")[1]
+    assert "flags: --clock-mhz MHZ (run, compile)" in listed.stdout.split("tinyvec  (")[1]
     assert tinyvec.device_info().extra["lanes"] == 16
+
+
+def test_the_flag_it_declares_reaches_its_compile(tinyvec: Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    # the CLI names no target: --clock-mhz exists because TinyVecBackend.flags declares it
+    path = tmp_path / "conv_mlp.onnx"
+    onnx.save(conv_mlp_model(), path)
+    seen = []
+    compile_ = type(tinyvec).compile
+    monkeypatch.setattr(type(tinyvec), "compile", lambda self, f, o: seen.append(dict(o.extra)) or compile_(self, f, o))
+    assert main(["run", str(path), "--target", "tinyvec", "--clock-mhz", "800", "--fallback", "none"]) == 0
+    assert seen == [{"clock_mhz": 800}]
+    with pytest.raises(SystemExit):
+        main(["compile", "--help"])
+    assert "tinyvec target: the chip's clock in MHz" in " ".join(capsys.readouterr().out.split())
+    assert main(["run", str(path), "--target", "interpreter", "--clock-mhz", "800"]) == 2
+    assert "--clock-mhz is a flag of target tinyvec, not interpreter" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # argparse's: a COUNT is a whole number >= 1
+        main(["run", str(path), "--target", "tinyvec", "--clock-mhz", "0"])
+    assert refused.value.code == 2 and "--clock-mhz: '0' is not a whole number >= 1" in capsys.readouterr().err
+    assert len(seen) == 1
 
 
 def test_a_network_it_runs_whole_matches_the_interpreter(tinyvec: Backend) -> None:

@@ -57,6 +57,11 @@ def available_backends() -> dict[str, EntryPoint | Clash]:
 
 def get_backend(name: str) -> Backend:
     """An instance of the backend called `name`; GlowError listing the choices otherwise."""
+    return backend_class(name)()
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The class of the backend called `name`, for what it declares (its flags) without an instance."""
     found = available_backends()
     if name not in found:
         if not found:
@@ -71,4 +76,4 @@ def get_backend(name: str) -> Backend:
         raise GlowError(f"backend '{name}' failed to load: {type(err).__name__}: {err}") from None
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise GlowError(f"backend '{name}' does not name a glowsdk Backend subclass")
-    return cls()
+    return cls

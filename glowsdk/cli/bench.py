@@ -34,7 +34,7 @@ import numpy as np
 from ..errors import GlowError
 from ..files import check_writable_file, write_text
 from ..progress import progress
-from . import options, partition_report
+from . import flags, options, partition_report
 
 if TYPE_CHECKING:
     import onnx
@@ -214,7 +214,7 @@ def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | No
     from ..compiler.partition.hetero import PartitionedFunction
 
     network = api.load(proto)
-    extra = options.cache_options(target, no_cache=not cache)
+    extra = flags.cache_options(target, no_cache=not cache)
     if threads is not None:
         extra["threads"] = threads
     extra.update(backend_options or {})
@@ -255,18 +255,19 @@ def measure(proto: onnx.ModelProto, name: str, target: str, *, threads: int | No
 
 
 def kernel_profile(proto: onnx.ModelProto, target: str, threads: int | None, runs: int,
-                   backend_options: Mapping[str, object] | None = None) -> list:
-    """Per-step times of `proto` compiled for the cpu target with cycle counters (profile.py)."""
+                   backend_options: Mapping[str, object] | None = None) -> tuple[str, list[dict]]:
+    """Per-kernel times of `proto` compiled for `target` with its cycle counters (`Backend.profiles_kernels`):
+    a table and one JSON record per kernel."""
     from .. import api
-    from ..backends.cpu.profile import profile_steps
+    from ..backends.registry import backend_class
 
-    if target != "cpu":
-        raise GlowError(f"bench --profile: only the cpu target counts cycles per kernel, not {target} "
+    if not backend_class(target).profiles_kernels:
+        raise GlowError(f"bench --profile: target {target} counts no cycles per kernel "
                         f"(a model split by --fallback shows the time of each partition)")
     network = api.load(proto)
     extra = {**({"threads": threads} if threads else {}), **(backend_options or {}), "profile": True}
     compiled = api.compile(network, target, **extra)
-    return profile_steps(compiled.compiled, network.random_inputs(0), runs)
+    return compiled.compiled.profile_kernels(network.random_inputs(0), runs)
 
 
 def partition_times(partitioned: PartitionedFunction) -> str:
@@ -286,8 +287,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         check_writable_file(args.json, "--json")
     if args.input_shape:
         raise GlowError("bench: --input-shape is not supported; export the model with static shapes")
+    flags.check_target_flags(args)
     proto, source = prepared_model(args.model, args.batch, args.random_weights)
-    extra = dict(options.parse_backend_opt(text) for text in args.backend_opt)
+    extra = {**flags.target_options(args), **dict(options.parse_backend_opt(text) for text in args.backend_opt)}
     result = measure(proto, source, args.target, threads=args.threads, repeat=args.repeat, warmup=args.warmup,
                      peer=args.peer, cache=not args.no_cache, fallback=options.fallback_name(args),
                      backend_options=extra)
@@ -299,12 +301,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print("\nwhere the time goes: each partition in the last timed run\n")
         print(partition_times(result.partitioned))
     elif args.profile:
-        times = kernel_profile(proto, args.target, args.threads, args.repeat, extra)
+        table, report["profile"] = kernel_profile(proto, args.target, args.threads, args.repeat, extra)
         print(f"\nwhere the time goes ({args.repeat} runs, a step charged until its slowest thread ends it)\n")
-        from ..backends.cpu.profile import format_profile
-
-        print(format_profile(times))
-        report["profile"] = [t.as_dict() for t in times]
+        print(table)
     if args.json:
         write_text(args.json, json.dumps(report, indent=1) + "\n", "--json")
         print(f"wrote {args.json}")
@@ -325,10 +324,11 @@ def add_bench_args(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--peer", choices=PEERS, help="also time this runtime, turn by turn, and compare outputs")
     bench.add_argument("--json", metavar="FILE", help="also write the measurements as JSON")
     bench.add_argument("--profile", action="store_true",
-                       help="cpu target: also time every kernel (GFLOP/s of each Conv and MatMul); a model "
-                            "split by --fallback: the time of each partition in the last run")
+                       help="targets with cycle counters (cpu): also time every kernel (GFLOP/s of each Conv and "
+                            "MatMul); a model split by --fallback: the time of each partition in the last run")
     options.add_fallback_args(bench)
-    options.add_cache_arg(bench)
+    flags.add_cache_arg(bench)
+    flags.add_target_flags(bench, "bench")
     bench.set_defaults(func=cmd_bench)
 
 

@@ -7,7 +7,7 @@ import os
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, safe_file_name, write_text
 from ..table import format_table
-from . import npu, options, partition_report
+from . import flags, options, partition_report
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -29,21 +29,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
         raise GlowError("compile needs a MODEL (an .onnx file or a bundled name)")
     after = _pass_names("--dump-after", args.dump_after, PASSES)
     ir_after = _pass_names("--dump-ir-after", args.dump_ir_after, IR_PASSES)
-    # the destinations and --config are checked before the model is loaded and calibrated (the npu target
-    # calibrates on random inputs when given no profile): a typo fails at once, not after the calibration
+    # the destinations and the target's flags are checked before the model is loaded and calibrated (an
+    # integer-only target calibrates on random inputs when given no profile): a typo fails at once
     if args.dump_dir:
         check_writable_folder(args.dump_dir, "--dump-dir")
     if args.bundle:
         check_writable_folder(args.bundle, "--bundle")
     report_page = _report_page(args)
-    for flag, path in (("--dump-llvm", args.dump_llvm), ("--dump-asm", args.dump_asm), ("-o", args.o),
-                       ("--report-file", report_page)):
+    for flag, path in (("-o", args.o), ("--report-file", report_page)):
         if path:
             check_writable_file(path, flag)
-    if args.config:
-        options.check_config(args.config)
+    flags.check_target_flags(args)
     backend = get_backend(args.target)
-    extra = options.backend_options(args, cache=not args.dump_ir)  # a cache hit builds no IR
+    extra = flags.backend_options(args, cache=not args.dump_ir)  # a cache hit builds no IR
     network = options.load_network(args)
     quantization = options.quantization_config(args, network)
     counts: dict[str, dict[str, int]] = {}
@@ -73,13 +71,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     manager = PassManager(dump_after=after, dump=dump)
     ir_manager = PassManager(registry=IR_PASSES, dump_after=ir_after,
                              dump=lambda label, ir: emit(f"ir {label}", format_ir(ir)))
-    if args.dump_llvm:  # backend-specific: the cpu target writes its LLVM module there
-        extra["dump_llvm"] = args.dump_llvm
-    if args.dump_asm:  # backend-specific: the cpu target writes the host assembly there
-        extra["dump_asm"] = args.dump_asm
-    # -o is written after compiling by the compiled function itself (the npu target: its .npub)
-    if args.config:  # backend-specific: the npu target's architecture
-        extra["config"] = args.config
+    # -o, --report and --bundle are the compiled function's to write: a target without them refuses
     compiled = compile_function(network.function, backend, CompileOptions(extra=extra, ir_passes=ir_manager),
                                 passes=manager, on_stage=on_stage, quantization=quantization,
                                 fallbacks=fallback_backends(options.fallback_name(args)))
@@ -106,22 +98,20 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(program.plan.report.line())
     if isinstance(compiled, PartitionedFunction):
         print(partition_report.format_partitions(compiled))
-    if args.report == "text":
-        print(npu.compile_report(compiled, args.target))
-    elif args.report == "html":
-        write_text(report_page, npu.compile_report_html(compiled, args.target, f"{network.source} on "
-                                                        f"{args.target}: compile report"), "--report-file")
-        print(f"wrote {report_page}")
+    if args.report:
+        text = compiled.report(args.report == "html", f"{network.source} on {args.target}: compile report")
+        if args.report == "html":
+            write_text(report_page, text, "--report-file")
+            print(f"wrote {report_page}")
+        else:
+            print(text)
     if getattr(compiled, "from_cache", False):
         print("machine code loaded from the compile cache (--no-cache compiles afresh)")
-    for path in (args.dump_llvm, args.dump_asm, args.o):
-        if path:
-            print(f"wrote {path}")
+    written = flags.written_by_target_flags(args) + [args.o] * bool(args.o)
     if args.bundle:
-        from ..backends.cpu.bundle import write_bundle
-
-        for path in write_bundle(compiled, args.bundle, network.source):
-            print(f"wrote {path}")
+        written += compiled.write_bundle(args.bundle, network.source)
+    for path in written:
+        print(f"wrote {path}")
     return 0
 
 
@@ -174,22 +164,19 @@ def add_compile_args(comp: argparse.ArgumentParser) -> None:
     comp.add_argument("--dump-ir", action="store_true",
                       help="show the low-level IR after the IR optimiser (ir.txt with --dump-dir)")
     comp.add_argument("--dump-ir-after", metavar="PASS[,PASS]", help="dump the IR after these IR passes")
-    comp.add_argument("--dump-llvm", metavar="FILE", help="cpu target: write the generated LLVM module to FILE")
-    comp.add_argument("--dump-asm", metavar="FILE",
-                      help="cpu target: write the host assembly of the optimised module to FILE")
     comp.add_argument("--print-pipeline", action="store_true", help="print the pass pipelines and exit")
-    comp.add_argument("-o", metavar="FILE", help="write the compiled artifact to FILE (npu target: the .npub binary)")
-    comp.add_argument("--config", metavar="PRESET|FILE", help="npu target: the architecture (default: default)")
+    comp.add_argument("-o", metavar="FILE",
+                      help="write the compiled artifact to FILE, for targets with a file format (npu: the .npub)")
     comp.add_argument("--report", nargs="?", const="text", choices=["text", "html"],
-                      help="npu target: per-layer tiling decisions next to a simulation's numbers and the roofline; "
-                           "html: a page with the roofline plot (--report-file, default -o's name with .html; "
-                           "pip install 'glowsdk[report]')")
+                      help="targets with a compile report (npu: per-layer tiling decisions next to a simulation's "
+                           "numbers and the roofline); html: a page with the roofline plot (--report-file, default "
+                           "-o's name with .html; pip install 'glowsdk[report]')")
     comp.add_argument("--report-file", metavar="FILE", help="where --report html writes its page")
     comp.add_argument("--bundle", metavar="DIR",
-                      help="cpu target: write an AOT bundle (bundle.o, bundle.weights, bundle.h) into DIR")
+                      help="targets that write AOT bundles (cpu: bundle.o, bundle.weights, bundle.h) into DIR")
     options.add_fallback_args(comp)
-    options.add_cache_arg(comp)
-    options.add_threads_arg(comp)
+    flags.add_cache_arg(comp)
+    flags.add_target_flags(comp, "compile")
     comp.set_defaults(func=cmd_compile)
 
 

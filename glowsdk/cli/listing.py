@@ -44,6 +44,9 @@ def cmd_backends(args: argparse.Namespace) -> int:
             print(f"  not supported: {', '.join(missing)}")
         if info.description:
             print(f"  device: {info.description}")
+        flags = [" ".join(filter(None, (f.name, f.metavar))) + f" ({', '.join(f.commands)})" for f in backend.flags]
+        if flags:
+            print(f"  flags: {', '.join(flags)}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The reference-NPU commands: `glowsdk disasm` and `glowsdk simulate`."""
+"""The reference-NPU binary commands: `glowsdk disasm` and `glowsdk simulate`."""
 from __future__ import annotations
 
 import argparse
@@ -13,9 +13,6 @@ from . import options
 
 if TYPE_CHECKING:
     from sim.energy import EnergyTable
-    from sim.results import SimResult
-
-    from ..backends.npu.backend import NpuFunction
 
 
 def cmd_disasm(args: argparse.Namespace) -> int:
@@ -180,52 +177,6 @@ def simulate_package(args: argparse.Namespace, energy: EnergyTable | None = None
     for index, result in reports:
         print(f"\n== NPU partition {index} ==\n{REPORTS['text'](result)}")
     return 0
-
-
-def compile_report_html(compiled, target: str, title: str) -> str:
-    """`compile --report html`: the page of one simulation, with the compiler's tiling decisions."""
-    from sim.html_report import decisions_html, format_html
-
-    from ..backends.npu.backend import NpuFunction
-    from ..backends.npu.report import report_rows
-
-    if not isinstance(compiled, NpuFunction):
-        raise GlowError(f"--report html: target {target} did not compile the whole model to one NPU binary "
-                        f"(a partitioned model: use --report text)")
-    result = simulated(compiled)
-    rows = [[*result.origins.get(r.layer, ("-", "")), r.layer, r.kind, f"{r.sram_bytes:,}",
-             "-" if r.expected_cycles is None else f"{r.expected_cycles:,.0f}", r.decision]
-            for r in report_rows(compiled, result)]
-    table = decisions_html(["ONNX node", "op", "layer", "kind", "SRAM (B)", "expected (cycles)", "decision"],
-                           rows, [False] * 4 + [True] * 2 + [False])
-    with Progress("drawing the report", None, ""):
-        return format_html(result, title, sections=[("Tiling decisions", table)])
-
-
-def compile_report(compiled, target: str) -> str:
-    """`compile --report`: the NPU binary simulated once on seeded random inputs, layer by layer."""
-    from ..backends.npu.backend import NpuFunction
-    from ..backends.npu.report import format_report
-
-    from ..compiler.partition.hetero import PartitionedFunction
-
-    if isinstance(compiled, PartitionedFunction):  # the partition table is printed already; each NPU part's layers
-        parts = [p for p in compiled.device_partitions() if isinstance(p.compiled, NpuFunction)]
-        if parts:
-            return "\n\n".join(f"== NPU partition {p.index} ==\n" + format_report(
-                p.compiled, simulated(p.compiled)) for p in parts)
-    if not isinstance(compiled, NpuFunction):
-        raise GlowError(f"--report: target {target} does not compile to NPU layers (use --target npu)")
-    return format_report(compiled, simulated(compiled))
-
-
-def simulated(compiled: NpuFunction) -> SimResult:
-    """One simulation of an NpuFunction's binary on seeded random inputs, with a progress bar."""
-    from sim.binding import run_binary
-
-    binary = compiled.binary
-    with Progress("simulating", len(binary.instructions), "instr") as bar:
-        return run_binary(binary, compiled.config, {}, progress=bar).result
 
 
 def add_disasm_args(dis: argparse.ArgumentParser) -> None:

@@ -113,17 +113,6 @@ def check_config(text: str) -> None:
     resolve_config(text)
 
 
-def add_cache_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--no-cache", action="store_true",
-                   help="targets with a compile cache (cpu): compile afresh, neither load nor store "
-                        "($GLOWSDK_CACHE_DIR, else $XDG_CACHE_HOME/glowsdk, else ~/.cache/glowsdk)")
-
-
-def add_threads_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--threads", type=positive_count, metavar="N",
-                   help="cpu target: run the heavy kernels on N threads of this process (default 1)")
-
-
 def add_fallback_args(p: argparse.ArgumentParser) -> None:
     """--fallback and --backend-opt: where what the target cannot run goes, and target-specific options."""
     p.add_argument("--fallback", default="cpu", metavar="DEVICE",
@@ -151,23 +140,6 @@ def parse_backend_opt(text: str) -> tuple[str, object]:
 def fallback_name(args: argparse.Namespace) -> str | None:
     """The --fallback backend, None for `none`."""
     return None if args.fallback == "none" else args.fallback
-
-
-def backend_options(args: argparse.Namespace, cache: bool = True) -> dict:
-    """The backend options the shared flags ask for: the compile cache (unless --no-cache, or
-    `cache` is false), --threads and every --backend-opt (the backends check them by name)."""
-    extra = cache_options(args.target, args.no_cache) if cache else {}
-    if args.threads is not None:
-        extra["threads"] = args.threads
-    extra.update(parse_backend_opt(text) for text in getattr(args, "backend_opt", []))
-    return extra
-
-
-def cache_options(target: str, no_cache: bool) -> dict:
-    """The backend option turning the compile cache on, for a target that has one, unless `no_cache`."""
-    from ..backends.registry import get_backend
-
-    return {"cache": True} if get_backend(target).compile_cache and not no_cache else {}
 
 
 def load_network(args: argparse.Namespace):

@@ -5,7 +5,7 @@ import argparse
 import json
 
 from ..files import check_writable_file, write_text
-from . import options
+from . import flags, options
 
 LEGEND = ("MACs: multiply-adds of the convolutions and matrix products; border: bytes the partition "
           "receives and sends; est.: the cost model's time (vendor_guide/partial_chips.md)")
@@ -45,10 +45,12 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
     if args.json:
         check_writable_file(args.json, "--json")
+    flags.check_target_flags(args)
+    extra = flags.backend_options(args)  # a flag of another target fails before the model loads
     network = options.load_network(args)
     quantization = options.quantization_config(args, network)
     compiled = api.compile(network, args.target, quantization=quantization, fallback=args.fallback,
-                           **options.backend_options(args)).compiled
+                           **extra).compiled
     if not isinstance(compiled, PartitionedFunction):
         print(f"{network.source}: target {args.target} runs the whole model (one partition)")
         rows: list[dict] = []
@@ -71,8 +73,8 @@ def add_partition_args(part: argparse.ArgumentParser) -> None:
     part.add_argument("--backend-opt", action="append", default=[], metavar="KEY=VALUE",
                       help="a backend-specific option, checked by the backend")
     part.add_argument("--json", metavar="FILE", help="also write the partitions as JSON")
-    options.add_cache_arg(part)
-    options.add_threads_arg(part)
+    flags.add_cache_arg(part)
+    flags.add_target_flags(part, "partition")
     part.set_defaults(func=cmd_partition)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import GlowError
 from ..files import check_writable_file, check_writable_folder, write_arrays, write_text
 from ..table import format_table
-from . import options, partition_report
+from . import flags, options, partition_report
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -17,6 +17,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.output:
         check_writable_folder(args.output, "--output")
+    flags.check_target_flags(args)
+    extra = flags.backend_options(args)  # a flag of another target fails before the model loads
     network = options.load_network(args)
     feeds = dict(options.load_input(s) for s in args.input)
     known = {i.name for i in network.inputs}
@@ -29,7 +31,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         feeds.setdefault(name, value)
     quantization = options.quantization_config(args, network)
     compiled = api.compile(network, args.target, quantization=quantization, fallback=options.fallback_name(args),
-                           **options.backend_options(args))
+                           **extra)
     outputs = compiled.run(feeds)
     if args.output:
         write_arrays(args.output, outputs, "--output")
@@ -105,8 +107,8 @@ def add_run_args(run: argparse.ArgumentParser) -> None:
     run.add_argument("--top-k", type=options.positive_count, metavar="K",
                      help="print the K highest-scoring classes of each classifier output")
     options.add_fallback_args(run)
-    options.add_cache_arg(run)
-    options.add_threads_arg(run)
+    flags.add_cache_arg(run)
+    flags.add_target_flags(run, "run")
     run.set_defaults(func=cmd_run)
 
 

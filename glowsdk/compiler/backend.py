@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, Protocol
 
 import numpy as np
 
@@ -84,6 +85,35 @@ class CompileOptions:
     ir_passes: PassManager | None = None
 
 
+class FlagKind(Enum):
+    """What a backend flag's value is; the CLI reads and checks it accordingly before the model loads."""
+
+    TEXT = "text"
+    COUNT = "count"
+    """A whole number >= 1."""
+    FILE = "file"
+    """A file the backend writes: its folder must exist and be writable; the CLI prints it afterwards."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A command-line flag of a backend's own (`Backend.flags`): the `glowsdk` commands in `commands`
+    accept it, and when compiling for this backend a given value reaches `compile` as the option
+    `option` (`CompileOptions.extra`). The CLI reads the flags of every installed backend, so it names
+    no target: a flag given for a target that does not declare it is refused in one line."""
+
+    name: str
+    """The spelling, `--dump-llvm`; the same on two backends is one flag (the first one's kind and help)."""
+    option: str
+    help: str
+    kind: FlagKind = FlagKind.TEXT
+    metavar: str | None = None
+    commands: tuple[str, ...] = ("compile",)
+    """Of run, compile, partition and bench."""
+    check: Callable[[str], object] | None = None
+    """Called with a given TEXT value before the model loads; raises GlowError if it is wrong."""
+
+
 class CompiledFunction(ABC):
     """A function compiled for one backend, ready to execute."""
 
@@ -103,6 +133,21 @@ class CompiledFunction(ABC):
     def save(self, path: str) -> None:
         """Write the compiled artifact to one file (`compile -o`); a target without a file format refuses."""
         raise UnsupportedError(f"-o {path}: this target compiles to no file of its own")
+
+    def report(self, page: bool, title: str) -> str:
+        """`compile --report`: the compiled code layer by layer beside how it runs, as text or (`page`) a
+        self-contained HTML page called `title`; a target without such a report refuses."""
+        raise UnsupportedError("--report: this target has no compile report")
+
+    def write_bundle(self, folder: str, source: str) -> list[str]:
+        """`compile --bundle`: ahead-of-time code a C program links, written into `folder` (`source`
+        names the model in it); the paths written. A target without bundles refuses."""
+        raise UnsupportedError("--bundle: this target writes no bundles")
+
+    def profile_kernels(self, inputs: Mapping[str, np.ndarray], runs: int) -> tuple[str, list[dict[str, Any]]]:
+        """`bench --profile`: each kernel's time over `runs` runs on `inputs` of a function compiled with the
+        `profile` option (`Backend.profiles_kernels`), as a table and one JSON record per kernel."""
+        raise UnsupportedError("bench --profile: this target counts no cycles per kernel")
 
 
 class Backend(ABC):
@@ -125,6 +170,11 @@ class Backend(ABC):
     options: ClassVar[Mapping[str, str] | None] = None
     """The `CompileOptions.extra` keys this backend takes, each with a one-line description
     (`--backend-opt key=value`); None leaves the checking to `compile`."""
+    flags: ClassVar[tuple[Flag, ...]] = ()
+    """Command-line flags of this backend's own, each setting one of its options (`Flag`)."""
+    profiles_kernels: ClassVar[bool] = False
+    """True for a backend that takes the `profile` option, compiling cycle counters into each kernel that
+    `CompiledFunction.profile_kernels` reads (`glowsdk bench --profile`)."""
 
     def check_options(self, extra: Mapping[str, Any]) -> None:
         """Refuse, in one line, option keys this backend does not take (before any work is done)."""

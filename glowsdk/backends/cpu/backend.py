@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
-from ...compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo
+from ...compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo, Flag, FlagKind
 from ...compiler.ir.program import Program, build_program
 from ...compiler.lowering.primitives import PRIMITIVES
 from ...errors import GlowError, UnsupportedError
@@ -32,6 +32,7 @@ from ...files import write_text
 from ...graph.function import Function
 from ...graph.inputs import check_inputs, declared_inputs
 from ...graph.node import Node
+from . import bundle
 from .cache import CompileCache, cache_key
 from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step
 from .codegen.threads import PARALLEL_MIN_US
@@ -39,6 +40,7 @@ from .image import CpuImage, aligned_bytes
 from .jit import JitModule, compile_object, host_cpu, host_description, host_machine
 from .kernels import KERNELS
 from .parallel import ThreadPool, thread_count
+from .profile import format_profile, profile_steps
 from .stacking import plan_steps
 
 OPTIONS = {
@@ -53,6 +55,14 @@ OPTIONS = {
     "cache": "look the compiled image up in the compile cache, store it there after a miss (default false)",
 }
 """The backend-specific CompileOptions.extra keys the CPU backend understands."""
+
+FLAGS = (
+    Flag("--dump-llvm", "dump_llvm", "write the generated LLVM module to FILE", FlagKind.FILE, "FILE"),
+    Flag("--dump-asm", "dump_asm", "write the host assembly of the optimised module to FILE", FlagKind.FILE, "FILE"),
+    Flag("--threads", "threads", "run the heavy kernels on N threads of this process (default 1)", FlagKind.COUNT,
+         "N", commands=("run", "compile", "partition")),
+)
+"""The options the `glowsdk` commands offer as flags of their own (`glowsdk compile --target cpu --threads 4`)."""
 
 UNKEYED = frozenset({"dump_llvm", "dump_asm", "cache", "threads", "pin_threads"})
 """Options that change no machine code, so the cache key leaves them out."""
@@ -169,13 +179,22 @@ class CpuFunction(CompiledFunction):
             raise GlowError("cpu backend: a Gather index is outside its axis")
         return outputs
 
+    def write_bundle(self, folder: str, source: str) -> list[str]:
+        return bundle.write_bundle(self, folder, source)
+
+    def profile_kernels(self, inputs: Mapping[str, np.ndarray], runs: int) -> tuple[str, list[dict[str, Any]]]:
+        times = profile_steps(self, inputs, runs)
+        return format_profile(times), [t.as_dict() for t in times]
+
 
 class CpuBackend(Backend):
     """Compiles to host machine code with LLVM; runs what the kernel table covers."""
 
     name = "cpu"
     compile_cache = True
+    profiles_kernels = True
     options = OPTIONS
+    flags = FLAGS
     primitives = {kind: record.elems for kind, record in KERNELS.items() if kind in PRIMITIVES}
 
     def is_op_supported(self, node: Node) -> bool:

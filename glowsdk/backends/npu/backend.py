@@ -17,7 +17,7 @@ from isa.container import write_npub
 from isa.origins import ORIGINS_KEY
 from sim.binding import run_binary
 
-from ...compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo
+from ...compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo, Flag
 from ...errors import UnsupportedError, UnsupportedOpsError
 from ...graph.function import Function
 from ...graph.inputs import check_inputs, declared_inputs
@@ -26,6 +26,7 @@ from ...graph.types import ElemKind
 from .binary import build_binary
 from .layers import Layer, LayerBuilder
 from .one_row import windows_as_rows
+from .report import compile_report
 from .support import PRIMITIVES, SUPPORT, device_limits, kept_unlowered, quantized_form_ok
 
 OPTIONS = {
@@ -33,6 +34,10 @@ OPTIONS = {
     "output": "write the .npub binary to this file",
 }
 """The backend-specific CompileOptions.extra keys the NPU backend understands."""
+
+FLAGS = (Flag("--config", "config", "the architecture (default: default)", metavar="PRESET|FILE",
+              check=resolve_config),)
+"""`glowsdk compile --target npu --config edge`: the option `config`, checked before the model loads."""
 
 Q8, Q32, F32 = ElemKind.QINT8, ElemKind.QINT32, ElemKind.FLOAT32
 
@@ -81,6 +86,9 @@ class NpuFunction(CompiledFunction):
     def save(self, path: str) -> None:
         write_npub(path, self.binary)
 
+    def report(self, page: bool, title: str) -> str:
+        return compile_report(self, page, title)
+
 
 class NpuBackend(Backend):
     """The glowsdk reference NPU (isa/, sim/): int8 convolutions, matrix products, pooling, element-wise,
@@ -89,6 +97,7 @@ class NpuBackend(Backend):
     name = "npu"
     requires_quantization = True
     options = OPTIONS
+    flags = FLAGS
     primitives = PRIMITIVES
 
     def is_op_supported(self, node: Node) -> bool:

@@ -10,14 +10,18 @@ this table and `glowsdk simulate`'s agree row by row; the totals compare the run
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sim.binding import run_binary
+from sim.html_report import decisions_html, format_html
 from sim.results import SimResult
 
+from ...progress import Progress
 from ...table import format_table
-
-from .backend import NpuFunction
 from .gemm import AddTensor, Clamp8, GemmLayer, Lut8, Rescale8
+
+if TYPE_CHECKING:
+    from .backend import NpuFunction
 
 
 @dataclass(frozen=True)
@@ -86,3 +90,20 @@ def format_report(compiled: NpuFunction, result: SimResult) -> str:
                           "DRAM (B)", "expected DRAM (B)", "util", "SRAM (B)", "decision"], rows, LEGEND)
     return (f"{table}\ntotal: {result.cycles:,} simulated cycles, roofline bound {total.roofline_cycles:,.0f} "
             f"({total.ratio:.3f}x), array utilisation {total.utilisation:.1%} on '{compiled.config.name}'")
+
+
+def compile_report(compiled: NpuFunction, page: bool, title: str) -> str:
+    """`NpuFunction.report`: the binary simulated once on seeded random inputs, layer by layer, as text
+    (`format_report`) or a page called `title` with the roofline plot and the tiling decisions."""
+    binary = compiled.binary
+    with Progress("simulating", len(binary.instructions), "instr") as bar:
+        result = run_binary(binary, compiled.config, {}, progress=bar).result
+    if not page:
+        return format_report(compiled, result)
+    rows = [[*result.origins.get(r.layer, ("-", "")), r.layer, r.kind, f"{r.sram_bytes:,}",
+             "-" if r.expected_cycles is None else f"{r.expected_cycles:,.0f}", r.decision]
+            for r in report_rows(compiled, result)]
+    table = decisions_html(["ONNX node", "op", "layer", "kind", "SRAM (B)", "expected (cycles)", "decision"],
+                           rows, [False] * 4 + [True] * 2 + [False])
+    with Progress("drawing the report", None, ""):
+        return format_html(result, title, sections=[("Tiling decisions", table)])

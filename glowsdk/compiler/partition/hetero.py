@@ -78,6 +78,17 @@ class PartitionedFunction(CompiledFunction):
     def device_partitions(self) -> list[CompiledPartition]:
         return [p for p in self.partitions if p.side == TARGET]
 
+    def report(self, page: bool, title: str) -> str:
+        """Each of the target's partitions' own report, in order; a page shows one compiled function only."""
+        if page:
+            raise UnsupportedError(f"--report html: target {self.target} did not compile the whole model as one "
+                                   f"(a partitioned model: use --report text)")
+        parts = self.device_partitions()
+        if not parts:
+            raise UnsupportedError(f"--report: no part of the model runs on target {self.target}")
+        return "\n\n".join(f"== {self.target} partition {p.index} ==\n{p.compiled.report(False, title)}"
+                           for p in parts)
+
     def save(self, path: str) -> None:
         """One file with every partition (package.py): the target's as it writes them, the host's as data."""
         members: dict[str, bytes] = {}

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from glowsdk.compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo
-from glowsdk.errors import UnsupportedError
+from glowsdk.compiler.backend import Backend, CompiledFunction, CompileOptions, DeviceInfo, Flag, FlagKind
 from glowsdk.graph.function import Function
 from glowsdk.graph.node import Node
 from glowsdk.graph.types import ElemKind
@@ -36,6 +35,10 @@ class TinyVecBackend(Backend):
 
     name = "tinyvec"
     primitives = PRIMITIVES
+    options = {"clock_mhz": "the chip's clock in MHz, for the run times it reports (default 500)"}
+    # `glowsdk run|compile MODEL --target tinyvec --clock-mhz 800` passes clock_mhz=800 to compile
+    flags = (Flag("--clock-mhz", "clock_mhz", "the chip's clock in MHz, for the run times it reports (default 500)",
+                  FlagKind.COUNT, "MHZ", commands=("run", "compile")),)
 
     def is_op_supported(self, node: Node) -> bool:
         # the MAC array convolves images only: a 1-D or 3-D Conv is refused, and goes to the CPU
@@ -49,7 +52,6 @@ class TinyVecBackend(Backend):
                           extra={"lanes": 16, "mac_array": (16, 16), "clock_mhz": 500})
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        if options.extra:
-            raise UnsupportedError(f"target 'tinyvec' takes no option(s) {', '.join(sorted(options.extra))}")
-        info = self.device_info()
-        return TinyVecFunction(function, options.ir_passes, info.extra["clock_mhz"] * 1e6, info.extra["lanes"])
+        info = self.device_info()  # the pipeline has refused options other than `options`' already
+        clock_mhz = options.extra.get("clock_mhz", info.extra["clock_mhz"])
+        return TinyVecFunction(function, options.ir_passes, clock_mhz * 1e6, info.extra["lanes"])
