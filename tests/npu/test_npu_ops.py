@@ -141,6 +141,23 @@ def test_max_pool_keeps_the_window_where_separable_is_no_cheaper():
     assert [type(layer.body) for layer in npu.compiled.layers if layer.kind == "MaxPool"] == [PoolLayer]
 
 
+@pytest.mark.parametrize("kind,hw,config,fused", [
+    ("GlobalAveragePool", 13, "default", True),   # squeezenet's classifier: conv, ReLU, the mean of 13 x 13
+    ("MaxPool", 7, "edge", True),                 # a max pool whose window is the whole image
+    ("GlobalAveragePool", 96, "edge", False),     # no tile holds the whole image: a pool layer of its own
+])
+def test_global_pool_in_the_convolution_that_makes_its_input(kind, hw, config, fused):
+    """A global pool that is a convolution's only reader runs in its tiles (each tile every row of its channels:
+    REDUCE, then VDIV by the pixel count or VADDI back to int8), where a tiling fits."""
+    b = NetBuilder((1, 8, hw, hw))
+    window = dict(kernel_shape=[hw, hw]) if kind == "MaxPool" else {}
+    pooled = b.node(kind, [b.conv(b.conv("x", 8, 8), 8, 40, 1, 0)], **window)
+    npu = assert_bit_exact(b.network(b.conv(pooled, 40, 10, 1, 0, relu=False)), config=config)
+    convs = [layer.body for layer in npu.compiled.layers if layer.kind == "Conv"]
+    assert [body.pool for body in convs] == [None, ("max" if kind == "MaxPool" else "avg") if fused else None, None]
+    assert any(layer.kind in ("AveragePool", "MaxPool") for layer in npu.compiled.layers) is not fused
+
+
 def _batchnorm_net(c: int, hw: int, relu: bool = True, seed: int = 0):
     """A BatchNorm no convolution precedes (DenseNet's pre-activation after a Concat), then a 1x1 Conv."""
     b = NetBuilder((1, c, hw, hw), seed=seed)

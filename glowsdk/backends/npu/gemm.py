@@ -33,9 +33,10 @@ from isa.program import LUT_BYTES
 from isa.roofline import Workload
 from sim.timing import matmul_cycles
 
+from ...errors import UnsupportedError
 from ...numerics import requantize
 from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE,
-                           LOAD, LUT, LUT_LOAD, MATMUL, REQUANT, STORE, VADD, VADD_LUT, VSUBI, Op)
+                           LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, STORE, VADD, VADD_LUT, VADDI, VDIV, VSUBI, Op)
 from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
@@ -223,6 +224,23 @@ def pretile_weights(filters: np.ndarray, tiling: Tiling) -> list[tuple[int, int,
     return blocks
 
 
+def _reserved_spad(shape: ConvShape, per_channel: bool, epilogue: Sequence[EpilogueOp]) -> int:
+    """Scratchpad bytes a layer keeps before its tiles: the per-channel requantize table, the epilogue's tables."""
+    return align(8 * shape.out_channels if per_channel else 0) + LUT_BYTES * len(tables(epilogue))
+
+
+def whole_image_fits(shape: ConvShape, config: ArchConfig, per_channel: bool,
+                     epilogue: Sequence[EpilogueOp]) -> bool:
+    """Whether a layer of `shape` has a tiling whose every tile holds the whole image (a fused global pool)."""
+    epilogue = compact(epilogue)
+    try:
+        choose_tiling(shape, config, _reserved_spad(shape, per_channel, epilogue),
+                      sum(isinstance(op, AddTensor) for op in epilogue), whole_image=True)
+    except UnsupportedError:
+        return False
+    return True
+
+
 @dataclass
 class GemmLayer:
     """Everything one convolution/matrix layer needs, placed; `tiles` makes its instructions."""
@@ -248,27 +266,37 @@ class GemmLayer:
     """constants offsets of the epilogue's tables (`tables`), loaded once after the requantize table"""
     input_bytes: int = 0
     """the bytes of the tensor the layer reads, where its shape reads fewer (`merged_view`); 0: the shape's"""
+    pool: str | None = None
+    """"avg" or "max": a pool over the whole image of the result, its only reader, done by the tiles (each holds
+    every row of its channels, `whole_image_pool`), so the layer writes the pooled row"""
+    divisor: int = 0
+    """avg: constants offset of the pixel count (one int32), repeated along an accumulator row by a zero stride"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
              bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
-             epilogue: tuple[EpilogueOp, ...] = (), groups: int = 1, diagonal: bool = False) -> GemmLayer:
+             epilogue: tuple[EpilogueOp, ...] = (), groups: int = 1, diagonal: bool = False,
+             pool: str | None = None) -> GemmLayer:
         """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants. With
         `diagonal`, `filters` is the block diagonal of `groups` groups in their order: the tiles follow the
-        groups and the blocks off the diagonal are no step (tiling.choose_grouped_tiling)."""
+        groups and the blocks off the diagonal are no step (tiling.choose_grouped_tiling). With `pool`, the
+        result is pooled over the whole image ("avg" or "max"; UnsupportedError if no tile holds a whole image)."""
         read = source.batch * shape.height * shape.width * shape.channels
-        if groups == 1:
+        if groups == 1 and pool is None:
             shape, source, result, epilogue = merged_view(shape, source, result, epilogue)
         epilogue = compact(epilogue)
         table_bytes = 8 * shape.out_channels if requant.per_channel else 0
-        reserved = align(table_bytes) + LUT_BYTES * len(tables(epilogue))
+        reserved = _reserved_spad(shape, requant.per_channel, epilogue)
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
         pitches = Pitches(source.pixel_stride, result.pixel_stride)
         if diagonal:
             tiling = choose_grouped_tiling(shape, groups, config, reserved, adds, vector_passes(epilogue), pitches)
         else:
-            tiling = choose_tiling(shape, config, reserved, extra_buffers=adds, vector_passes=vector_passes(epilogue),
-                                   pitches=pitches)
+            tiling = choose_tiling(shape, config, reserved, extra_buffers=adds,
+                                   vector_passes=vector_passes(epilogue) + (pool is not None), pitches=pitches,
+                                   whole_image=pool is not None)
+        divisor = add_constant(np.int32(shape.out_height * shape.out_width).astype("<i4").tobytes()) \
+            if pool == "avg" else 0
         sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
         folded = (bias.astype(np.int64) - x_zero * sums + (1 << 31)) % (1 << 32) - (1 << 31)
         og, cg = (shape.out_channels // groups, shape.channels // groups) if diagonal else (shape.out_channels,
@@ -277,7 +305,8 @@ class GemmLayer:
                    if block_touches(n0, tiling.n, c0, tiling.c, og, cg)}
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
                          add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue,
-                         groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)), input_bytes=read)
+                         groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)), input_bytes=read,
+                         pool=pool, divisor=divisor)
 
     def workload(self) -> Workload:
         """The work no tiling avoids (isa/roofline.py): the useful MACs (a block diagonal's zeros are none),
@@ -290,7 +319,7 @@ class GemmLayer:
         adds = sum(isinstance(op, AddTensor) for op in self.epilogue)
         return Workload(pixels * s.out_channels * taps, "vector" if g > 1 and s.channels == g else "array", constants,
                         (self.input_bytes or batch * s.height * s.width * s.channels) + adds * pixels * s.out_channels,
-                        pixels * s.out_channels)
+                        (batch if self.pool else pixels) * s.out_channels)
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Op], list[Tile], Op]:
         """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""
@@ -322,6 +351,9 @@ class GemmLayer:
             prologue += [config_load(0, 0, LUT_BYTES), load(constants + offset, "spad", sram, 1, 1)]
         prologue += [config_load(0, 0, 4 * s.out_channels),
                      load(constants + self.bias, "acc", bias_row, 1, 1)]
+        divisor_row = accs[1] + t.rows * s.out_width * t.n
+        if self.pool == "avg":  # the pixel count in every column of a tile's channels, after the two tiles
+            prologue += [config_load(0, 0, 4), load(constants + self.divisor, "acc", divisor_row, 1, t.n)]
         source, result = base(self.source.tensor), base(self.result.tensor)
         tiles, g, row_tile = [], 0, -1
         config = None
@@ -365,11 +397,15 @@ class GemmLayer:
                         vector += epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
                                                   operands.get(id(op), [0, 0])[slot], luts)
                     r = self.result
+                    if self.pool:  # the tile holds the whole image: reduce it to one row, stored in its channels
+                        vector += whole_image_pool(self.pool, outputs[slot], accs[slot], divisor_row, pixels, n)
+                        oy1, width = oy0 + 1, 1
+                    else:
+                        width = s.out_width
                     stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0,
                                            col_stride=r.pixel_stride, elem_bytes=n),
                               STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
-                                    space="spad", sram=outputs[slot], planes=1, rows=oy1 - oy0,
-                                    cols=s.out_width)]
+                                    space="spad", sram=outputs[slot], planes=1, rows=oy1 - oy0, cols=width)]
                     tiles.append(Tile(steps, vector, stores, residuals))
         return prologue, tiles, config
 
@@ -402,6 +438,19 @@ def merged_view(shape: ConvShape, source: Image, result: Image, epilogue: Sequen
     rows = source.batch * shape.out_height
     merged = tuple(replace(op, operand=one(op.operand)) if isinstance(op, AddTensor) else op for op in epilogue)
     return replace(shape, height=rows, out_height=rows), one(source), one(result), merged
+
+
+def whole_image_pool(op: str, out: int, acc: int, divisor: int, pixels: int, n: int) -> list[Op]:
+    """A tile's `pixels` x `n` int8 result at `out` pooled over its pixels into n int8 values at `out`, through
+    the tile's accumulator at `acc` (free once REQUANT has read it): REDUCE, then for an average VDIV by the pixel
+    count (the row at `divisor`), rounding half to even as AveragePool does (globalpool.py), for a maximum VADDI 0
+    back to int8."""
+    fold = REDUCE(op="sum" if op == "avg" else "max", accumulate=0, dst=acc, src_space="spad", src=out, rows=pixels,
+                  cols=n)
+    if op == "avg":
+        return [fold, VDIV(dst_space="spad", dst=out, src1_space="acc", src1=acc, src2_space="acc", src2=divisor,
+                           rows=1, cols=n, bcast=1, shift=0)]
+    return [fold, VADDI(dst_space="spad", dst=out, src_space="acc", src=acc, count=n, imm=0)]
 
 
 def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, operand: int,

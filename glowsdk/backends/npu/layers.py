@@ -27,7 +27,7 @@ from ...graph.types import ElemKind
 from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .broadcast import RowBroadcastLayer
-from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Lut8, Requant, Rescale8
+from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Lut8, Requant, Rescale8, whole_image_fits
 from .gather import gather_layer
 from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
@@ -198,16 +198,33 @@ class LayerBuilder:
         x = self.laid_out(node.input, nhwc=True)
         epilogue, end = self._epilogue(rescale.result())
         order, end = self._shuffled(end, epilogue)
-        out = self._image_out(end)
-        self.values[end] = out
         n, c, h, w = node.input.type.shape
         _, oc, oh, ow = node.type.shape
         kh, kw = node.kernel
         pt, pl, pb, pr = node.pads[0], node.pads[1], node.pads[2], node.pads[3]
         shape = ConvShape(c, h, w, oc, oh, ow, kh, kw, tuple(node.strides), tuple(node.dilations), (pt, pl, pb, pr))
+        pool = self._whole_image_pool(end) if order is None else None
+        if pool is not None and not whole_image_fits(shape, self.config, bool(rescale.input.type.per_channel),
+                                                     epilogue):
+            pool = None
+        if pool is not None:  # the convolution's tiles pool its result: the image never reaches DRAM
+            self.fused.add(id(pool))
+            end = pool.result()
+        out = self._new(end, nhwc=True) if pool is not None else self._image_out(end)
+        self.values[end] = out
         filters = np.asarray(node.filter.node.value)
         bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
-        self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), order)
+        self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), order,
+                   None if pool is None else "avg" if pool.kind == "AveragePool" else "max")
+
+    def _whole_image_pool(self, value: NodeValue) -> Node | None:
+        """The global pool (a window over the whole image, keeping the type) that is `value`'s only reader."""
+        users = list(value.node.users)
+        pool = users[0] if len(users) == 1 and users[0].kind in ("AveragePool", "MaxPool") else None
+        if pool is None or not whole_image_window(pool) or len(value.type.shape) != 4 or \
+                (_scale(pool.result()), _zero(pool.result())) != (_scale(value), _zero(value)):
+            return None
+        return pool
 
     def _epilogue(self, value: NodeValue) -> tuple[list[EpilogueOp], NodeValue]:
         """The element-wise chain after a convolution's int8 result that its tiles can apply on chip
@@ -284,13 +301,15 @@ class LayerBuilder:
         self._gemm(node, ConvShape(k, m, 1, n, m, 1), Image.of(x), Image.of(out), filters, bias, user)
 
     def _gemm(self, node: Node, shape: ConvShape, x: Image, out: Image, filters: np.ndarray, bias: np.ndarray,
-              rescale: Node, epilogue: tuple[EpilogueOp, ...] = (), order: np.ndarray | None = None) -> None:
-        """One convolution/matrix layer; `order` permutes its output channels (a channel shuffle)."""
+              rescale: Node, epilogue: tuple[EpilogueOp, ...] = (), order: np.ndarray | None = None,
+              pool: str | None = None) -> None:
+        """One convolution/matrix layer; `order` permutes its output channels (a channel shuffle), `pool` ("avg",
+        "max") pools its result over the whole image."""
         requant = requant_params(rescale.input, rescale.result(), shape.out_channels, f"'{rescale.name}'")
         if order is not None:
             filters, bias, requant = filters[order], bias[order], requant.take(order)
         layer = GemmLayer.plan(shape, self.config, x, out, filters, bias, requant, _zero(node.inputs[0]),
-                               self.add_constant, epilogue)
+                               self.add_constant, epilogue, pool=pool)
         self.layers.append(Layer(node.name, node.kind, layer))
 
     def _grouped_conv(self, node: Node) -> None:

@@ -42,6 +42,7 @@ def _epilogue(layer: GemmLayer) -> str:
     names = {Rescale8: "rescale", Clamp8: "clamp", Lut8: "lut", AddTensor: "add"}
     steps = [names[type(op)] + ("(rescaled)" if isinstance(op, AddTensor) and op.pre else "")
              + ("+lut" if isinstance(op, AddTensor) and op.post else "") for op in layer.epilogue]
+    steps += [f"global {layer.pool} pool"] if layer.pool else []
     return f"; fused {'+'.join(steps)}" if steps else ""
 
 

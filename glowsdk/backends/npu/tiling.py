@@ -101,9 +101,11 @@ def _candidates(total: int, unit: int) -> list[int]:
 
 
 def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extra_buffers: int = 0,
-                  vector_passes: int = 1, pitches: Pitches | None = None) -> Tiling:
+                  vector_passes: int = 1, pitches: Pitches | None = None, whole_image: bool = False) -> Tiling:
     """The cheapest tiling that fits; UnsupportedError if none does. `extra_buffers` int8 tiles of the
-    result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each."""
+    result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each. With
+    `whole_image`, every tile holds all the output rows (a global pool reduces each tile to one row), and one
+    more accumulator row of the tile's channels is kept (the pool's divisor)."""
     spad = config.scratchpad_bytes - reserved_spad
     acc_words = config.accumulator_bytes // 4
     best: Tiling | None = None
@@ -111,8 +113,8 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
         for c in _candidates(shape.channels, config.array_rows):
             if shape.kh * shape.kw * c > MAX_K:
                 continue
-            rows = _largest_rows(shape, n, c, spad, acc_words, extra_buffers)
-            if rows == 0:
+            rows = _largest_rows(shape, n, c, spad, acc_words - (n if whole_image else 0), extra_buffers)
+            if rows == 0 or whole_image and rows < shape.out_height:
                 continue
             traffic, cycles = estimate(shape, rows, n, c, config, extra_buffers, vector_passes, pitches)
             if best is None or cycles < best.cycles:
