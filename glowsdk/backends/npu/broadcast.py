@@ -16,10 +16,10 @@ import numpy as np
 from isa.config import ArchConfig
 
 from ...errors import UnsupportedError
-from .instructions import CONFIG_LOAD, CONFIG_STORE, LOAD, OPS, STORE, VADD, VSUBI, Op
+from .instructions import CONFIG_LOAD, CONFIG_STORE, LOAD, STORE, VADD, VSUBI, Op
 from .pipeline import Step, Tile
 from .tensors import DramTensor
-from .vector import CHUNK
+from .vector import BINARY, CHUNK
 
 
 def row_length(operand: tuple[int, ...], result: tuple[int, ...]) -> int | None:
@@ -67,7 +67,7 @@ class RowBroadcastLayer:
                                       VSUBI(dst_space="spad", dst=out, src_space="acc", src=acc,
                                             count=n * width, imm=self.zero)]
             else:
-                vector = [OPS["V" + self.op.upper()](dst_space="spad", dst=out, **shape)]
+                vector = [BINARY[self.op](dst_space="spad", dst=out, **shape)]
             stores: list[Op] = [CONFIG_STORE(**flat, elem_bytes=n * width),
                                   STORE(dram=base(self.result) + first * width, space="spad", sram=out,
                                         planes=1, rows=1, cols=1)]

@@ -27,7 +27,7 @@ from ...errors import UnsupportedError
 from ...graph.node import Node
 from ...graph.nodes.layernorm_int8 import NEWTON_STEPS, NORM_BITS, ROOT_START, VAR_BITS
 from .gemm import best_dataflow
-from .instructions import (CONFIG_LOAD, CONFIG_MATMUL, CONFIG_REQUANT, CONFIG_STORE, LOAD, MATMUL, OPS, REDUCE, REQUANT,
+from .instructions import (CONFIG_LOAD, CONFIG_MATMUL, CONFIG_REQUANT, CONFIG_STORE, LOAD, MATMUL, REDUCE, REQUANT,
                            STORE, VADD, VADDI, VDIV, VMAXI, VMIN, VMUL, VMULI, VSHRI, VSUB, Op)
 from .pipeline import Step, Tile
 from .scratchpad import align
@@ -95,7 +95,7 @@ class LayerNormLayer:
                 LOAD(dram=base(self.beta), space="acc", sram=beta, planes=1, rows=d, cols=1),
                 CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=4 * t),
                 LOAD(dram=base(self.lengths), space="acc", sram=lengths, planes=1, rows=1, cols=1),
-                *_dense("LOAD", base(self.identity), "spad", 0, t * t, t)]
+                *_dense(LOAD, base(self.identity), "spad", 0, t * t, t)]
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Op]:
         d, t = self.length, self.tokens
@@ -113,7 +113,7 @@ class LayerNormLayer:
             diff = acc0 + slot * (2 * block + 4 * t)
             square, total, var, root, step = diff + block, diff + 2 * block, diff + 2 * block + t, \
                 diff + 2 * block + 2 * t, diff + 2 * block + 3 * t
-            loads = _dense("LOAD", base(self.source) + first * d, "spad", x, block, d)
+            loads = _dense(LOAD, base(self.source) + first * d, "spad", x, block, d)
             # column j of the T x D tile times the identity: the D x T block, token j in column j
             matmuls: list[Op] = [transpose, MATMUL(inp=x, wgt=0, acc=square, rows=d, k=t, n=t,
                                                    acc_mode=0)]
@@ -146,7 +146,7 @@ class LayerNormLayer:
                                clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0),
                 REQUANT(dst=y, src=diff, **matrix)]
             if self.blocks:
-                stores = _dense("STORE", base(self.result) + first * d, "spad", y, block, t)
+                stores = _dense(STORE, base(self.result) + first * d, "spad", y, block, t)
             else:
                 transposed = dict(row_stride=1, plane_stride=0, col_stride=d, elem_bytes=1)
                 stores = [CONFIG_STORE(**transposed), STORE(
@@ -167,7 +167,7 @@ class TransposeLayer:
     identity: DramTensor
 
     def prologue(self, base: Callable[[DramTensor], int]) -> list[Op]:
-        return _dense("LOAD", base(self.identity), "spad", 0, self.length ** 2, self.length)
+        return _dense(LOAD, base(self.identity), "spad", 0, self.length ** 2, self.length)
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> tuple[list[Tile], Op]:
         d, t = self.length, self.tokens
@@ -180,11 +180,11 @@ class TransposeLayer:
         for k, first in enumerate(range(0, self.source.elements // d, t)):
             slot = k % 2
             x, y, acc = spad0 + slot * 2 * block, spad0 + slot * 2 * block + block, slot * block
-            loads = _dense("LOAD", base(self.source) + first * d, "spad", x, block, t)
+            loads = _dense(LOAD, base(self.source) + first * d, "spad", x, block, t)
             matmuls: list[Op] = [transpose, MATMUL(inp=x, wgt=0, acc=acc, rows=t, k=d, n=d, acc_mode=0)]
             vector: list[Op] = [VADDI(dst_space="spad", dst=y, src_space="acc", src=acc, count=block,
                                       imm=0)]
-            stores = _dense("STORE", base(self.result) + first * d, "spad", y, block, d)
+            stores = _dense(STORE, base(self.result) + first * d, "spad", y, block, d)
             tiles.append(Tile([Step(loads, matmuls)], vector, stores))
         return tiles, transpose
 
@@ -206,7 +206,11 @@ def _imm(op: Callable[..., Op], dst: int, src: int, count: int, imm: int) -> Op:
     return op(dst_space="acc", dst=dst, src_space="acc", src=src, count=count, imm=imm)
 
 
-def _dense(op: str, dram: int, space: str, sram: int, size: int, row: int) -> list[Op]:
+_CONFIG = {LOAD: CONFIG_LOAD, STORE: CONFIG_STORE}
+"""The DMA configuration instruction of each transfer."""
+
+
+def _dense(move: Callable[..., Op], dram: int, space: str, sram: int, size: int, row: int) -> list[Op]:
     """CONFIG_LOAD/STORE and the LOAD/STORE moving `size` contiguous bytes between DRAM and a dense SRAM image, as
     one element where it fits elem_bytes' 16 bits, else as rows of a multiple of `row` bytes (a divisor of `size`
     within the field) one after another in DRAM: the same bytes, the same single DRAM run."""
@@ -216,9 +220,8 @@ def _dense(op: str, dram: int, space: str, sram: int, size: int, row: int) -> li
         per = max(k for k in range(1, min(count, MAX_ELEM // row) + 1) if count % k == 0)
         elem = per * row
     rows = size // elem
-    return [OPS[f"CONFIG_{op}"](row_stride=elem if rows > 1 else 0, plane_stride=0, col_stride=0,
-                                elem_bytes=elem),
-            OPS[op](dram=dram, space=space, sram=sram, planes=1, rows=rows, cols=1)]
+    return [_CONFIG[move](row_stride=elem if rows > 1 else 0, plane_stride=0, col_stride=0, elem_bytes=elem),
+            move(dram=dram, space=space, sram=sram, planes=1, rows=rows, cols=1)]
 
 
 def layernorm_layers(builder: LayerBuilder, node: Node) -> list[tuple[str, object]]:

@@ -16,12 +16,15 @@ from isa.config import ArchConfig
 
 from ...errors import UnsupportedError
 from .gemm import Image
-from .instructions import (CONFIG_LOAD, CONFIG_POOL, CONFIG_REQUANT, CONFIG_STORE, LOAD, OPS, POOL, REQUANT, STORE,
-                           VADDI, VSUBI, Op)
+from .instructions import (CONFIG_LOAD, CONFIG_POOL, CONFIG_REQUANT, CONFIG_STORE, LOAD, POOL, REQUANT, STORE, VADD,
+                           VADDI, VMAX, VMIN, VSUB, VSUBI, Op)
 from .pipeline import Step, Tile
 from .tensors import DramTensor
 
 CHUNK = 32768
+
+BINARY: dict[str, Callable[..., Op]] = {"Add": VADD, "Sub": VSUB, "Max": VMAX, "Min": VMIN}
+"""The vector instruction of each element-wise graph op (broadcast.py's too)."""
 
 
 def _slots(config: ArchConfig, buffers: int, acc_per_byte: int) -> int:
@@ -77,13 +80,13 @@ class ElementwiseLayer:
 
     def _vector(self, ins: list[int], out: int, acc: int, n: int) -> list[Op]:
         if self.op in ("Add", "Sub"):  # saturate(a +- b -+ zero): exact in the accumulator, saturated back
-            return [OPS["V" + self.op.upper()](dst_space="acc", dst=acc, src1_space="spad", src1=ins[0],
-                                               src2_space="spad", src2=ins[1], rows=1, cols=n, bcast=0),
+            return [BINARY[self.op](dst_space="acc", dst=acc, src1_space="spad", src1=ins[0], src2_space="spad",
+                                    src2=ins[1], rows=1, cols=n, bcast=0),
                     (VSUBI if self.op == "Add" else VADDI)(dst_space="spad", dst=out, src_space="acc", src=acc,
                                                            count=n, imm=self.zero)]
         if self.op in ("Max", "Min"):
-            return [OPS["V" + self.op.upper()](dst_space="spad", dst=out, src1_space="spad", src1=ins[0],
-                                               src2_space="spad", src2=ins[1], rows=1, cols=n, bcast=0)]
+            return [BINARY[self.op](dst_space="spad", dst=out, src1_space="spad", src1=ins[0], src2_space="spad",
+                                    src2=ins[1], rows=1, cols=n, bcast=0)]
         multiplier, shift, zero = self.requant
         return [VSUBI(dst_space="acc", dst=acc, src_space="spad", src=ins[0], count=n, imm=self.zero),
                 CONFIG_REQUANT(multiplier=multiplier, shift=shift, zero_point=zero, clamp_lo=-128,
