@@ -108,11 +108,12 @@ class CpuImage:
     @classmethod
     def from_program(cls, program: Program, object_code: bytes, exports: tuple[Signature, ...],
                      triple: str, cpu: str) -> CpuImage:
-        """The image of `program` compiled to `object_code`: constants copied to their offsets."""
+        """The image of `program` compiled to `object_code`: the constants the code reads (those the
+        plan still places: codegen/module.py compacts it) copied to their offsets."""
         plan = program.plan
         constants = aligned_bytes(plan.constant_bytes)
         for weight in program.ir.weights.values():
-            if weight.role == "constant":
+            if weight.role == "constant" and weight.name in plan.constant_offsets:
                 if weight.value is None:
                     raise UnsupportedError(f"constant weight %{weight.name} has no data")
                 offset = plan.address(weight)[1]

@@ -94,6 +94,8 @@ class KernelContext:
     def address(self, value: Value) -> ir.Value:
         """A pointer to the first byte of `value` (a weight, activation or view)."""
         region, offset = self.owner.program.plan.address(value)
+        if region == "constants":
+            return self._constant_at(base_of(value).name, offset)
         if region == "placeholders":
             name = base_of(value).name
             base = self._bound[name]
@@ -107,8 +109,16 @@ class KernelContext:
     def constant(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> ir.Value:
         """A pointer to a compile-time constant array (e.g. weights packed into panels), made by
         `make` once per `key` and appended to the constants region as a new weight."""
-        return self.builder.gep(self._bases["constants"], [i64(self.owner.packed_offset(key, name, make))],
-                                inbounds=True, source_etype=I8)
+        weight, offset = self.owner.packed(key, name, make)
+        return self._constant_at(weight, offset)
+
+    def _constant_at(self, weight: str, offset: int) -> ir.Value:
+        """A pointer `offset` bytes into the constants region, inside weight `weight` (the offset
+        moves when finish compacts the region: ModuleBuilder.relocate)."""
+        value = i64(offset)
+        pointer = self.builder.gep(self._bases["constants"], [value], inbounds=True, source_etype=I8)
+        self.owner.relocate(weight, pointer, value)
+        return pointer
 
     def scratch(self, nbytes: int) -> ir.Value:
         """A pointer to `nbytes` of scratch memory in the activations region, this kernel's alone
@@ -182,6 +192,34 @@ class Step:
         return f"stack{len(self.instrs)}.{first.name}"
 
 
+PURE = frozenset({"getelementptr", "add", "sub", "mul", "shl", "lshr", "ashr", "and", "or", "xor", "udiv", "sdiv",
+                  "zext", "sext", "trunc", "ptrtoint", "inttoptr", "bitcast", "select", "icmp"})
+"""Instructions with no effect but their value: one nobody uses uses nothing either."""
+
+
+def used_values(module: ir.Module) -> set[int]:
+    """The ids of the values some instruction of `module` uses, not counting uses by a PURE
+    instruction that is itself unused (transitively): what LLVM's dead-code elimination keeps."""
+    users: dict[int, int] = {}
+    instructions = [i for f in module.functions for block in f.blocks for i in block.instructions]
+
+    def operands(instruction: ir.Instruction) -> list:
+        if isinstance(instruction, ir.PhiInstr):
+            return [value for value, _ in instruction.incomings]
+        return list(instruction.operands)
+
+    for instruction in instructions:
+        for operand in operands(instruction):
+            users[id(operand)] = users.get(id(operand), 0) + 1
+    dead = [i for i in instructions if i.opname in PURE and not users.get(id(i))]
+    while dead:
+        for operand in operands(dead.pop()):
+            users[id(operand)] -= 1
+            if users[id(operand)] == 0 and isinstance(operand, ir.Instruction) and operand.opname in PURE:
+                dead.append(operand)
+    return {key for key, count in users.items() if count}
+
+
 @dataclass(frozen=True)
 class _Call:
     """A step's kernel as the entry point calls it: the function, the placeholders it is passed,
@@ -221,7 +259,10 @@ class ModuleBuilder:
         self.module.data_layout = data_layout
         self.placeholders = placeholder_weights(program)
         self._names: set[str] = set()
-        self._packed: dict[tuple, int] = {}
+        self._packed: dict[tuple, tuple[str, int]] = {}
+        self._relocations: dict[str, list[tuple[ir.Instruction, ir.Constant, int]]] = {}
+        """Per constant weight, every pointer into it: the instruction, its constant offset, and
+        how far into the weight it points."""
         self._scratch_base = aligned(program.plan.activation_bytes, 64)
         self.entry = self._function(THREAD_ENTRY, "external", THREAD_ARGUMENTS)
         self._builder = ir.IRBuilder(self.entry.append_basic_block("entry"))
@@ -237,8 +278,9 @@ class ModuleBuilder:
         """Where the threads' synchronisation words are in the activations region, and their size
         (none in a program that shares no kernel); set by `finish`."""
 
-    def packed_offset(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> int:
-        """The constants-region byte offset of the packed array for `key` (see KernelContext.constant)."""
+    def packed(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> tuple[str, int]:
+        """The weight holding the packed array for `key` and its constants-region byte offset (see
+        KernelContext.constant)."""
         if key not in self._packed:
             value = np.ascontiguousarray(make())
             weight = self.program.ir.add_weight(name, Type(ElemKind.from_dtype(value.dtype), (value.size,)),
@@ -247,8 +289,33 @@ class ModuleBuilder:
             offset = aligned(plan.constant_bytes, plan.alignment)
             plan.constant_offsets[weight.name] = offset
             plan.constant_bytes = offset + aligned(weight.type.nbytes, plan.alignment)
-            self._packed[key] = offset
+            self._packed[key] = (weight.name, offset)
         return self._packed[key]
+
+    def relocate(self, weight: str, pointer: ir.Instruction, offset: ir.Constant) -> None:
+        """Note that `pointer` addresses weight `weight` at constant byte offset `offset`, so that
+        `_compact_constants` can drop the weight if nothing uses the pointer, or move the offset."""
+        inside = offset.constant - self.program.plan.constant_offsets[weight]
+        self._relocations.setdefault(weight, []).append((pointer, offset, inside))
+
+    def _compact_constants(self) -> None:
+        """Lay out again only the constant weights the code reads, and move every offset it uses to
+        match. A kernel that packs a weight (a convolution's or matrix product's filter, re-laid out
+        into panels) still takes the original's address but never uses it: keeping the original
+        too doubled resnet50's constants region to 205 MB."""
+        plan = self.program.plan
+        used = used_values(self.module)
+        live = sorted((w for w in self.program.ir.weights.values() if w.role == "constant"
+                       and any(id(pointer) in used for pointer, _, _ in self._relocations.get(w.name, ()))),
+                      key=lambda w: plan.address(w)[1])
+        offsets, end = {}, 0
+        for weight in live:
+            offsets[weight.name] = end
+            end = aligned(end + weight.type.nbytes, plan.alignment)
+        for name, uses in self._relocations.items():
+            for _, value, inside in uses:
+                value.constant = offsets.get(name, 0) + inside
+        plan.constant_offsets, plan.constant_bytes = offsets, end
 
     def scratch_offset(self, nbytes: int) -> int:
         """The activations-region byte offset of the shared scratch area, grown to `nbytes`."""
@@ -322,6 +389,7 @@ class ModuleBuilder:
         planned offsets in the placeholder region) and the thread pool's entry points (pool.py),
         return the module."""
         self._emit_calls()
+        self._compact_constants()
         self._builder.ret(self._builder.load(self._status))
         main = ir.Function(self.module, ir.FunctionType(I32, [PTR] * len(REGIONS)), ENTRY)
         main.attributes.add("nounwind")
