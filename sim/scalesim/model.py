@@ -18,7 +18,7 @@ import numpy as np
 
 from .buffers import ReadBuffer, WriteBuffer
 from .inputs import Layer, ScaleConfig
-from .streams import IDLE, Streams
+from .streams import Streams
 
 
 @dataclass(frozen=True)
@@ -70,19 +70,18 @@ def simulate_layer(layer: Layer, config: ScaleConfig, progress: Callable[[int, i
     mapping, utilisation = [], []
     folds = streams.row_folds * streams.col_folds
     for done, fold in enumerate(streams.folds(), 1):
-        blocks = (fold.ifmap, fold.filter)
-        counts = (fold.ofmap != IDLE).sum(axis=1)
-        used = [(b != IDLE).any(axis=1) for b in (*blocks, fold.ofmap)]
-        reads[0] += int((fold.ifmap != IDLE).sum())
-        reads[1] += int((fold.filter != IDLE).sum())
-        writes += int(counts.sum()) + (r + c if config.dataflow == "os" else 0)
+        blocks = (fold.ifmap.block, fold.filter.block)
+        counts = fold.ofmap.per_row
+        reads[0] += fold.ifmap.words
+        reads[1] += fold.filter.words
+        writes_total = fold.ofmap.words
+        writes += writes_total + (r + c if config.dataflow == "os" else 0)
         base = line
-        rows = len(fold.ofmap)
+        rows = len(counts)
         never = rows
         missing = [reader.misses(b) for reader, b in zip(readers, blocks)]
         fold_start_stalls = stalls
         busy_rows, stalls_after = [], []
-        writes_total = int(counts.sum())
         if not any(m.any() for m in missing) and writer.absorbs(writes_total):
             writer.absorb(writes_total)  # no miss, no drain: the fold runs without a stall
         else:
@@ -114,13 +113,13 @@ def simulate_layer(layer: Layer, config: ScaleConfig, progress: Callable[[int, i
             return base + row + (stalls_after[before - 1] if before else fold_start_stalls)
 
         last_busy = bool(busy_rows) and busy_rows[-1] == rows - 1
-        for k in range(3):
-            hit = np.flatnonzero(used[k])
-            if len(hit):
+        for k, operand in enumerate((fold.ifmap, fold.filter, fold.ofmap)):
+            if operand.busy is not None:
                 # v3 reports when the first and last request were served: a read one cycle after issue
                 served = 1 if k < 2 else 0
-                first_use[k] = issued(int(hit[0])) + served if first_use[k] is None else first_use[k]
-                last_use[k] = issued(int(hit[-1])) + served
+                first, last = operand.busy
+                first_use[k] = issued(first) + served if first_use[k] is None else first_use[k]
+                last_use[k] = issued(last) + served
         line += rows
         macs = fold.rows_used * fold.cols_used
         mapping.append(macs / (r * c))

@@ -78,12 +78,30 @@ def antidiagonal_order(matrix: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Fold:
-    """One fold's demand blocks (cycles x edge width) and the PEs it uses."""
+class Demand:
+    """One operand's demand block in a fold (cycles x edge width) and what the timing reads of it."""
 
-    ifmap: np.ndarray
-    filter: np.ndarray
-    ofmap: np.ndarray
+    block: np.ndarray
+    per_row: np.ndarray
+    """Addresses demanded per cycle."""
+    words: int
+    busy: tuple[int, int] | None
+    """The first and last cycle with a demand; None for none."""
+
+
+def demand(block: np.ndarray) -> Demand:
+    per_row = np.count_nonzero(block != IDLE, axis=1)
+    busy = np.flatnonzero(per_row)
+    return Demand(block, per_row, int(per_row.sum()), (int(busy[0]), int(busy[-1])) if len(busy) else None)
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One fold's demands and the PEs it uses."""
+
+    ifmap: Demand
+    filter: Demand
+    ofmap: Demand
     rows_used: int
     cols_used: int
 
@@ -128,26 +146,29 @@ class Streams:
         return ifmap, antidiagonal_order(weights) if self.dataflow == "os" else weights.ravel()
 
     def folds(self) -> Iterator[Fold]:
-        """Folds in SCALE-Sim's order: filter folds outermost."""
+        """Folds in SCALE-Sim's order: filter folds outermost. A demand that does not change with the inner
+        fold (the ifmap's of a row fold, the filter's or the ofmap's of a column fold) is built once."""
         r, c, t = self.rows, self.cols, self.t
+        ifmaps: list[Demand] = []
         for fc in range(self.col_folds):
             cols_used = min(c, self.sc - fc * c)
             weights = self.filter[:, fc * c:(fc + 1) * c]
+            if self.dataflow == "os":
+                filt = demand(skew(_pad(weights, t, c), after=r - 1))
+            else:
+                ofmap = demand(skew(_pad(self._ofmap_ids(0, t, fc * c, cols_used), t, c), before=2 * r - 1))
             for fr in range(self.row_folds):
                 rows_used = min(r, self.sr - fr * r)
-                slab = self._slab(fr)
+                if fc == 0:
+                    ifmaps.append(demand(skew(self._slab(fr), after=c - 1) if self.dataflow == "os" else
+                                         skew(self._slab(fr), before=r, after=c - 1)))
                 if self.dataflow == "os":
-                    ifmap = skew(slab, after=c - 1)
-                    filt = skew(_pad(weights, t, c), after=r - 1)
                     results = self._ofmap_ids(fr * r, rows_used, fc * c, cols_used)
-                    ofmap = skew(_pad(results, r, c)[::-1], before=t - 1)
+                    ofmap = demand(skew(_pad(results, r, c)[::-1], before=t - 1))
                 else:
-                    ifmap = skew(slab, before=r, after=c - 1)
                     block = _pad(weights[fr * r:(fr + 1) * r], r, c)[::-1]
-                    filt = np.concatenate([block, np.full((r + c + t - 2, c), IDLE)])
-                    results = self._ofmap_ids(0, t, fc * c, cols_used)
-                    ofmap = skew(_pad(results, t, c), before=2 * r - 1)
-                yield Fold(ifmap, filt, ofmap, rows_used, cols_used)
+                    filt = demand(np.concatenate([block, np.full((r + c + t - 2, c), IDLE)]))
+                yield Fold(ifmaps[fr], filt, ofmap, rows_used, cols_used)
 
     def _ofmap_ids(self, row0: int, rows: int, col0: int, cols: int) -> np.ndarray:
         pixels = np.arange(row0, row0 + rows)[:, None]
