@@ -14,6 +14,7 @@ import glowsdk
 from glowsdk import numerics
 from glowsdk.backends.npu.gemm import AddTensor, Clamp8, Lut8, Rescale8, compact, epilogue_specs, vector_passes
 from glowsdk.backends.npu.instructions import LUT_LOAD, VADD_LUT
+from glowsdk.backends.npu.pipeline import PREFETCH
 from glowsdk.cli.main import main
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from isa import PRESETS
@@ -71,6 +72,21 @@ def test_strided_and_batched_1x1_convolutions_read_views_bit_exact(width):
     assert merged == [width % 2 == 0 or body is not strided for body in ones]
     assert [body.shape.out_height for body in ones] == [2 * out if m else out for m in merged]
     assert strided.shape.width == out and strided.workload().input_bytes == 2 * 16 * width * width + 2 * 32 * out * out
+
+
+def test_a_convolution_loads_the_first_weights_of_the_next_before_the_barrier():
+    npu = assert_bit_exact(residual_block(), config="default")  # checked mode: no race across the barrier
+    layers, binary = npu.compiled.layers, npu.compiled.binary
+    fetched = [k for k, layer in enumerate(layers) if getattr(layer.body, "prefetched", None) is not None]
+    assert fetched
+    for k in fetched:
+        before, mine = binary.debug[k - 1], binary.debug[k]
+        signals = [i for i in binary.instructions[before.start:before.stop]
+                   if i.signal_count and i.signal_sem == PREFETCH]
+        assert [i.mnemonic for i in signals] == ["LOAD"] and signals[0].sram == layers[k].body.prefetched
+        waits = [i for i in binary.instructions[mine.start:mine.stop] if i.wait_count and i.wait_sem == PREFETCH]
+        assert [i.mnemonic for i in waits] == ["CONFIG_MATMUL"]
+        assert layers[k - 1].body.spad_end() <= signals[0].sram and layers[k].body.spad_end() <= signals[0].sram
 
 
 def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():

@@ -7,6 +7,7 @@ layer's roofline workload goes into the metadata beside its debug range (isa/roo
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from isa.config import ArchConfig, config_hash
 from isa.container import NpuBinary
@@ -22,12 +23,14 @@ from .layernorm import LayerNormLayer, TransposeLayer
 from .globalpool import GlobalPoolLayer
 from .layers import CopyLayer, Layer, LayerBuilder
 from .pipeline import emit_layer
+from .prefetch import emit_prefetch, plan_prefetches
 from .softmax import SoftmaxLayer
 from .tensors import DramTensor, tensor_info
 
 
-def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> Workload | None:
-    """Emit one layer's instructions; its roofline workload (None for a free layer: isa/roofline.py)."""
+def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after: Any) -> Workload | None:
+    """Emit one layer's instructions (and the first weights of the layer `after` it where it prefetches them);
+    its roofline workload (None for a free layer: isa/roofline.py)."""
     def base(tensor: DramTensor) -> int:
         return getattr(plan, tensor.region).base + tensor.offset
 
@@ -36,6 +39,8 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan) -> Wo
     if isinstance(body, GemmLayer):
         prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
         emit_layer(em, tiles, prologue, matmul_config)
+        if isinstance(after, GemmLayer) and after.prefetched is not None:
+            emit_prefetch(em, after, plan.constants.base)
     elif isinstance(body, DepthwiseLayer):
         prologue, tiles = body.tiles(base, plan.constants.base)
         emit_layer(em, tiles, prologue)
@@ -66,7 +71,9 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
     """Generate every layer's instructions and assemble the binary."""
     plan = builder.planner.plan(len(builder.constants))
     em = Emitter()
-    workloads = [_emit(em, layer, config, plan) for layer in layers]
+    plan_prefetches(layers, config)
+    workloads = [_emit(em, layer, config, plan, after.body if after else None)
+                 for layer, after in zip(layers, [*layers[1:], None])]
     tensors = list(builder.planner.tensors)
     infos = []
     seen: set[str] = set()

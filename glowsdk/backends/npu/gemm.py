@@ -37,7 +37,7 @@ from ...errors import UnsupportedError
 from ...numerics import requantize
 from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE,
                            LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, STORE, VADD, VADD_LUT, VADDI, VDIV, VSUBI, Op)
-from .pipeline import Step, Tile
+from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
 from .tiling import ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_tiling
@@ -271,6 +271,8 @@ class GemmLayer:
     every row of its channels, `whole_image_pool`), so the layer writes the pooled row"""
     divisor: int = 0
     """avg: constants offset of the pixel count (one int32), repeated along an accumulator row by a zero stride"""
+    prefetched: int | None = None
+    """the scratchpad address of the first step's weight block when the layer before loads it (prefetch.py)"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
@@ -320,6 +322,21 @@ class GemmLayer:
         return Workload(pixels * s.out_channels * taps, "vector" if g > 1 and s.channels == g else "array", constants,
                         (self.input_bytes or batch * s.height * s.width * s.channels) + adds * pixels * s.out_channels,
                         (batch if self.pool else pixels) * s.out_channels)
+
+    def spad_end(self) -> int:
+        """The end of the scratchpad the layer's tiles use: its tables, then its double buffers (`tiles`)."""
+        table_bytes = 8 * self.shape.out_channels if self.requant.per_channel else 0
+        return align(table_bytes) + LUT_BYTES * len(tables(self.epilogue)) + self.tiling.spad_bytes(self.shape)
+
+    def steps(self) -> int:
+        """How many steps (loads, then matrix work) the layer's tiles make."""
+        s, t = self.shape, self.tiling
+        return self.source.batch * -(-s.out_height // t.rows) * -(-s.out_channels // t.n) * -(-s.channels // t.c)
+
+    def first_weights(self) -> tuple[int, int, int]:
+        """(constants offset, rows, bytes per row) of the weight block the first step loads."""
+        s, t = self.shape, self.tiling
+        return self.weights[(0, 0)], s.kh * s.kw * min(t.c, s.channels), min(t.n, s.out_channels)
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Op], list[Tile], Op]:
         """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""
@@ -374,15 +391,20 @@ class GemmLayer:
                         loads = [] if stationary and n0 > 0 else input_loads(
                             s, self.source, self.x_zero, source + b * self.source.batch_stride + c0, oy0, oy1, c, ins)
                         k = s.kh * s.kw * c
-                        loads += [config_load(n, 0, n),
-                                  load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1)]
+                        early = (PREFETCH, 1) if g == 0 and self.prefetched is not None else None
+                        if early:  # the layer before loaded this block: one step less of pipeline fill
+                            wgt = self.prefetched
+                        else:
+                            loads += [config_load(n, 0, n),
+                                      load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1)]
                         dataflow = best_dataflow(pixels, k, n, self.config)
                         config = CONFIG_MATMUL(
                             dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c, kw=s.kw,
                             stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0], dil_w=s.dilation[1],
                             row_pitch=s.padded_width * c, pixel_pitch=c)
                         steps.append(Step(loads, [config, MATMUL(
-                            inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=int(bool(steps)))]))
+                            inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=int(bool(steps)))],
+                            matrix_wait=early))
                         g += 1
                     residuals: list[Op] = []  # read by the vector engine only: the array does not wait for them
                     for op in adds:

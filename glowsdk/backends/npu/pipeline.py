@@ -28,6 +28,9 @@ TRANSFERS = ("LOAD", "GATHER")
 """The load engine's instructions that move data (each signals its step's semaphore once)."""
 OPERAND, OPFREE = 16, 18
 """Per-slot pairs: a tile's vector operands loaded; their buffers free again (the vector engine is done)."""
+PREFETCH = 20
+"""Signalled across a barrier: the load of a layer's first weight block that the layer before made (prefetch.py),
+waited on by that first step's matrix work."""
 CLAMP_RESET = CONFIG_CLAMP(lo=-(1 << 31), hi=(1 << 31) - 1)
 """The clamp's reset bounds: a vector-engine instruction that changes nothing, to carry a wait or a signal."""
 
@@ -40,6 +43,8 @@ class Step:
     loads: list[Op] = field(default_factory=list)
     matmuls: list[Op] = field(default_factory=list)
     vector: list[Op] = field(default_factory=list)
+    matrix_wait: tuple[int, int] | None = None
+    """a wait for something loaded before the layer began (PREFETCH), on the matrix work's leading configuration"""
 
 
 @dataclass
@@ -89,7 +94,8 @@ def _signal_each(em: Emitter, specs: list[Op], sem: int, wait: tuple[int, int] |
 def _matmuls(em: Emitter, specs: list[Op], loaded: tuple[int, int], free: tuple[int, int] | None,
              acc_free: tuple[int, int] | None = None) -> None:
     """Emit one step's matrix work: the first MATMUL waits for its loads, the last frees the slot. A step that
-    loads nothing into the accumulator waits `acc_free` on its leading CONFIG_MATMUL instead."""
+    loads nothing into the accumulator waits `acc_free` on its leading CONFIG_MATMUL instead (as the first step of
+    a layer whose weights the layer before loaded waits PREFETCH: Step.matrix_wait)."""
     first, _ = _emit(em, specs, loaded, free, pick=lambda op: op.mnemonic == "MATMUL")
     if acc_free:
         if specs[0].mnemonic != "CONFIG_MATMUL":
@@ -118,7 +124,7 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
                 loaded = _signal_each(em, step.loads, LOADED + s, (MFREE + s, 1) if g >= 2 else None,
                                       acc_wait if acc_load else None)
                 _matmuls(em, step.matmuls, (LOADED + s, loaded), (MFREE + s, 1) if g + 2 < total_steps else None,
-                         None if acc_load else acc_wait)
+                         (None if acc_load else acc_wait) or step.matrix_wait)
             elif step.vector:  # a reduction step: its vector work frees the slot for step g + 2
                 loaded = _signal_each(em, step.loads, LOADED + s, (VFREE + s, 1) if g >= 2 else None)
                 _emit(em, step.vector, (LOADED + s, loaded), (VFREE + s, 1) if g + 2 < total_steps else None,
