@@ -14,7 +14,7 @@ import glowsdk
 from glowsdk import numerics
 from glowsdk.backends.npu.gemm import AddTensor, Clamp8, Lut8, Rescale8, compact, epilogue_specs, vector_passes
 from glowsdk.backends.npu.instructions import LUT_LOAD, VADD_LUT
-from glowsdk.backends.npu.pipeline import PREFETCH
+from glowsdk.backends.npu.pipeline import LOADED, PREFETCH, TABLE
 from glowsdk.cli.main import main
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from isa import PRESETS
@@ -87,6 +87,11 @@ def test_a_convolution_loads_the_first_weights_of_the_next_before_the_barrier():
         waits = [i for i in binary.instructions[mine.start:mine.stop] if i.wait_count and i.wait_sem == PREFETCH]
         assert [i.mnemonic for i in waits] == ["CONFIG_MATMUL"]
         assert layers[k - 1].body.spad_end() <= signals[0].sram and layers[k].body.spad_end() <= signals[0].sram
+    # a convolution's prologue (bias, requantize tables: the vector engine's) loads after its first step's input
+    for layer, ranged in zip(layers, binary.debug):
+        if layer.kind == "Conv":
+            loads = [i for i in binary.instructions[ranged.start:ranged.stop] if i.mnemonic == "LOAD"]
+            assert loads[0].signal_sem == LOADED and any(i.signal_sem == TABLE for i in loads[1:])
 
 
 def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():

@@ -38,7 +38,7 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after
     em.begin_layer()
     if isinstance(body, GemmLayer):
         prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
-        emit_layer(em, tiles, prologue, matmul_config)
+        emit_layer(em, tiles, prologue, matmul_config, late_prologue=True)  # the bias and tables: REQUANT's
         if isinstance(after, GemmLayer) and after.prefetched is not None:
             emit_prefetch(em, after, plan.constants.base)
     elif isinstance(body, DepthwiseLayer):

@@ -103,13 +103,21 @@ def _matmuls(em: Emitter, specs: list[Op], loaded: tuple[int, int], free: tuple[
         em.set_sync(first - specs.index(next(op for op in specs if op.mnemonic == "MATMUL")), wait=acc_free)
 
 
-def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_config: Op | None = None) -> None:
-    """Emit a layer's tiles as a double-buffered pipeline; its last STORE signals DONE."""
+def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_config: Op | None = None,
+               late_prologue: bool = False) -> None:
+    """Emit a layer's tiles as a double-buffered pipeline; its last STORE signals DONE. With `late_prologue` (only
+    the vector engine reads what the prologue loads), its loads follow the first step's, so the array starts as
+    soon as that step's operands are in."""
     if not tiles or any(not tile.stores for tile in tiles):
         raise AssertionError("every tile of a layer stores its result")
-    table = _signal_each(em, list(prologue), TABLE, None)
-    if table:
-        em.emit(CLAMP_RESET, Sync(wait=TABLE, wait_count=table))
+
+    def emit_prologue() -> None:
+        table = _signal_each(em, list(prologue), TABLE, None)
+        if table:
+            em.emit(CLAMP_RESET, Sync(wait=TABLE, wait_count=table))
+
+    if not late_prologue:
+        emit_prologue()
     total_steps = sum(len(t.steps) for t in tiles)
     g = 0
     loaded = 0
@@ -123,6 +131,8 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
                 acc_load = any(op.mnemonic == "LOAD" and op.fields["space"] == "acc" for op in step.loads)
                 loaded = _signal_each(em, step.loads, LOADED + s, (MFREE + s, 1) if g >= 2 else None,
                                       acc_wait if acc_load else None)
+                if g == 0 and late_prologue:
+                    emit_prologue()
                 _matmuls(em, step.matmuls, (LOADED + s, loaded), (MFREE + s, 1) if g + 2 < total_steps else None,
                          (None if acc_load else acc_wait) or step.matrix_wait)
             elif step.vector:  # a reduction step: its vector work frees the slot for step g + 2
