@@ -184,6 +184,26 @@ def test_move_conversions_lets_layout_ops_move_bytes():
     assert all(n.type.elem is QI8 for n in copy.nodes if n.kind != "Save")
 
 
+def test_move_conversions_lifts_a_rescale_above_the_concat_it_alone_reads():
+    """Rescale(Concat(a, b)) -> Concat(Rescale(a), Rescale(b)) (ShuffleNet's ReLU after a Concat): each part's
+    Rescale then folds into the Rescale that made the part; a Concat read by more than the Rescale stays."""
+    t = Type(QI8, (1, 2, 3, 3), 0.2, 0)  # holds the ReLU type's range: the two Rescales of a part fold
+    module, fn, x = graph_with(Type(QI8, (1, 2, 3, 3), 0.3, -3))
+    joined = fn.add(tensor.Concat, fn.add(quant.Rescale, x, result_type=t), fn.add(quant.Rescale, x, result_type=t),
+                    axis=1)
+    relu = Type(QI8, (1, 4, 3, 3), 0.05, -128)
+    fn.save(fn.add(quant.Rescale, joined, result_type=relu), "y")
+    feeds = {"x": RNG.integers(-128, 128, (1, 2, 3, 3)).astype(np.int8)}
+    copy, changed = same_numbers(fn, ["move-conversions", "dce"], feeds)  # exact: the same bytes
+    assert changed and copy.count_kinds() == {"Rescale": 4, "Concat": 1, "Save": 1}
+    assert next(n for n in copy.nodes if n.kind == "Concat").type == relu
+    assert run_passes(copy, ["fold-rescale", "dce"]) and copy.count_kinds() == {"Rescale": 2, "Concat": 1, "Save": 1}
+    assert all(n.input.node.kind == "Placeholder" for n in copy.nodes if n.kind == "Rescale")
+    fn.save(joined, "z")
+    _, changed = same_numbers(fn, ["move-conversions", "dce"], feeds)
+    assert not changed
+
+
 def test_fold_rescale_chains_and_saturated_relu():
     t = Type(QI8, (6,), 0.1, -128)
     module, fn, x = graph_with(Type(ElemKind.QINT32, (6,), 0.01, 0))

@@ -7,7 +7,9 @@ Dequantize; these rules turn that into integer islands:
 - move-conversions: layout ops and max pooling commute exactly with both
   conversions (they move or pick values, and both conversions are monotone), so
   a Dequantize sinks below them and a Quantize rises above them, until the two
-  meet and merge; the layout op then moves bytes, not floats;
+  meet and merge; the layout op then moves bytes, not floats. A Rescale, the
+  only reader of a Concat, rises above it onto the parts (as many elements),
+  where it can fold into each part's own conversion;
 - fold-rescale: Rescale to the same type is nothing; Rescale(Rescale(q)) and
   Rescale(Quantize(x)) become one conversion with one rounding when the middle
   type clips nothing that the result keeps (a ReLU's clamp to its type's
@@ -78,6 +80,17 @@ def _hoist_quantize(node: Node) -> NodeValue | None:
     parts = [emit(node, quant.Quantize, v, result_type=node.type.with_shape(v.type.shape),
                   precision=node.precision) for v in layout.inputs]
     return emit(node, type(layout), *parts, **layout.attrs)
+
+
+@MOVE.rule(quant.Rescale)
+def _hoist_rescale(node: Node) -> NodeValue | None:
+    # Rescale(Concat(a, b, ..)) -> Concat(Rescale(a), Rescale(b), ..) when the Rescale is the Concat's only reader:
+    # as many elements rescaled, each part's Rescale next to what makes it (a ReLU after a Concat)
+    concat = node.input.node
+    if not isinstance(concat, tensor.Concat) or not only_reader(node.input, node) or node.type.per_channel:
+        return None
+    parts = [emit(node, quant.Rescale, v, result_type=node.type.with_shape(v.type.shape)) for v in concat.inputs]
+    return emit(node, tensor.Concat, *parts, **concat.attrs)
 
 
 def _holds(outer: Type, inner: Type) -> bool:
