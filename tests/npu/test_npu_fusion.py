@@ -94,6 +94,18 @@ def test_a_convolution_loads_the_first_weights_of_the_next_before_the_barrier():
             assert loads[0].signal_sem == LOADED and any(i.signal_sem == TABLE for i in loads[1:])
 
 
+def test_a_global_pool_after_a_residual_add_in_every_output_channel_tile_bit_exact():
+    # each output-channel tile of the row tile loads its residual rows, which the pooled store (one row) must not
+    # cut short for the next (resnet50's last block: 7 x 7, its channels in several tiles)
+    b = NetBuilder((1, 64, 7, 7))
+    stem = b.conv("x", 64, 64, 1, 0)
+    joined = b.node("Relu", [b.node("Add", [b.conv(stem, 64, 64, 1, 0, relu=False), stem])])
+    npu = assert_bit_exact(b.network(b.node("Flatten", [b.node("AveragePool", [joined], kernel_shape=[7, 7])])),
+                           config="default")
+    [pooled] = [layer.body for layer in npu.compiled.layers if getattr(layer.body, "pool", None)]
+    assert pooled.epilogue and pooled.tiling.n < pooled.shape.out_channels
+
+
 def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():
     rescale, clamp = Rescale8(1518500250, 1, 5, -7), Clamp8(-7, 100)
     chain = compact([rescale, clamp, AddTensor(None, 3, Rescale8(1 << 30, 0, 2, 0)), clamp])

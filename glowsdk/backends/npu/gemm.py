@@ -421,13 +421,13 @@ class GemmLayer:
                     r = self.result
                     if self.pool:  # the tile holds the whole image: reduce it to one row, stored in its channels
                         vector += whole_image_pool(self.pool, outputs[slot], accs[slot], divisor_row, pixels, n)
-                        oy1, width = oy0 + 1, 1
+                        rows, width = 1, 1  # (not oy1: the row tile's next output-channel tile still reads it)
                     else:
-                        width = s.out_width
+                        rows, width = oy1 - oy0, s.out_width
                     stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0,
                                            col_stride=r.pixel_stride, elem_bytes=n),
                               STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
-                                    space="spad", sram=outputs[slot], planes=1, rows=oy1 - oy0, cols=width)]
+                                    space="spad", sram=outputs[slot], planes=1, rows=rows, cols=width)]
                     tiles.append(Tile(steps, vector, stores, residuals))
         return prologue, tiles, config
 
