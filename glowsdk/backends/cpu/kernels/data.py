@@ -108,7 +108,10 @@ def _splat(ctx: KernelContext, step: Step) -> None:
 
 
 def _gather(ctx: KernelContext, step: Step) -> None:
-    """result[a, j, b] = data[a, indices[j], b]; an index outside [-dim, dim) fails the run."""
+    """result[a, j, b] = data[a, indices[j], b]; an index outside [-dim, dim) fails the run.
+    Every index is checked first, then the result is written in memory order (a, then j): with
+    the j loop outside, a Gather along the last axis (a bilinear Resize's, inner 1) wrote one
+    element per row of the result per pass, 3 ns an element on lraspp's 21 x 224 x 224 upsampling."""
     instr = step.instrs[0]
     dest, data, indices = instr.operands[0], instr.data, instr.indices
     shape, axis = data.type.shape, instr.axis
@@ -117,15 +120,18 @@ def _gather(ctx: KernelContext, step: Step) -> None:
     builder = ctx.builder
     index_type = value_type(indices.type.elem)
     index_pointer, source, target = ctx.address(indices), ctx.address(data), ctx.address(dest)
-    with loop(builder, count, name="j") as j:
+
+    def wrapped_index(j: ir.Value) -> ir.Value:
         raw = builder.load(builder.gep(index_pointer, [j], inbounds=True, source_etype=index_type), typ=index_type)
         wide = builder.sext(raw, I64) if index_type.width < 64 else raw
-        wrapped = builder.select(builder.icmp_signed("<", wide, i64(0)), builder.add(wide, i64(dim)), wide)
-        ctx.fail_unless(builder.icmp_unsigned("<", wrapped, i64(dim)))
-        with loop(builder, outer, name="a") as a:
-            source_base = builder.mul(builder.add(builder.mul(a, i64(dim)), wrapped), i64(inner))
-            dest_base = builder.mul(builder.add(builder.mul(a, i64(count)), j), i64(inner))
-            _copy_run(ctx, target, dest_base, source, source_base, data.type.elem, inner)
+        return builder.select(builder.icmp_signed("<", wide, i64(0)), builder.add(wide, i64(dim)), wide)
+
+    with loop(builder, count, name="check") as j:
+        ctx.fail_unless(builder.icmp_unsigned("<", wrapped_index(j), i64(dim)))
+    with loop(builder, outer, name="a") as a, loop(builder, count, name="j") as j:
+        source_base = builder.mul(builder.add(builder.mul(a, i64(dim)), wrapped_index(j)), i64(inner))
+        dest_base = builder.mul(builder.add(builder.mul(a, i64(count)), j), i64(inner))
+        _copy_run(ctx, target, dest_base, source, source_base, data.type.elem, inner)
 
 
 def _copy_run(ctx: KernelContext, dest: ir.Value, dest_base: ir.Value, source: ir.Value,

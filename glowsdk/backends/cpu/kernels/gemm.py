@@ -118,9 +118,14 @@ class Gemm(TileGrid):
         return 2 * self.rows * self.columns * self.depth
 
 
-TILE_SHAPES = ((8, 3), (6, 4))
-"""Register tiles (MR, NV) for a 32-register file, the usual one first: 24 accumulators, NV
-vectors of B and one broadcast of A in registers."""
+TILE_SHAPES: dict[int, tuple[tuple[int, int], ...]] = {
+    32: ((8, 3), (6, 4)),
+    16: ((6, 2), (4, 3)),
+}
+"""Register tiles (MR, NV) per vector register count, the usual one first; each leaves room for
+its NV vectors of B and one broadcast of A. 32 registers (AVX-512, NEON): 24 accumulators. 16
+(AVX2): 12 accumulators, as BLIS's Haswell kernel (6 x 16); (4, 3) fills all 16 registers and
+loads one vector fewer per 12 FMAs."""
 FMA_PIPELINE = 8
 """Independent FMAs needed in flight to keep the FMA units busy (latency 4 x 2 units): a tile
 with fewer accumulators takes as long as one with this many."""
@@ -136,8 +141,7 @@ def choose_tile(rows: int, columns: int) -> tuple[int, int]:
 
 @lru_cache(maxsize=None)
 def _choose_tile(rows: int, columns: int, target: VectorTarget) -> tuple[int, int]:
-    if target.registers < 32:
-        return target.tile
+    shapes = TILE_SHAPES[32 if target.registers >= 32 else 16]
     vectors = -(-columns // target.lanes)
 
     def cost(shape: tuple[int, int]) -> tuple[int, bool, int]:
@@ -145,8 +149,8 @@ def _choose_tile(rows: int, columns: int, target: VectorTarget) -> tuple[int, in
         row_sizes = {mr: rows // mr, rows % mr: 1} if rows % mr else {mr: rows // mr}
         column_sizes = {nv: vectors // nv, vectors % nv: 1} if vectors % nv else {nv: vectors // nv}
         slots = sum(max(r * v, FMA_PIPELINE) * rn * vn for r, rn in row_sizes.items() for v, vn in column_sizes.items())
-        return slots, sum(column_sizes.values()) > 1, TILE_SHAPES.index(shape)
-    return min(TILE_SHAPES, key=cost)
+        return slots, sum(column_sizes.values()) > 1, shapes.index(shape)
+    return min(shapes, key=cost)
 
 
 def vector_type(lanes: int) -> ir.VectorType:
