@@ -13,7 +13,6 @@ from cpu_util import check, make, run_both, threaded
 
 from glowsdk.backends import get_backend
 from glowsdk.backends.cpu.codegen.target import VectorTarget
-from glowsdk.backends.cpu.kernels import epilogue as epilogue_module
 from glowsdk.backends.cpu.kernels import gemm as gemm_module
 from glowsdk.backends.cpu.kernels.conv import conv_strategy
 from glowsdk.backends.cpu.kernels.packing import pack_column_panels, pack_row_panels
@@ -47,12 +46,17 @@ CONVS = [  # name, input shape, filter shape, attributes, the strategy the rule 
     ("depthwise-multiplier", (1, 3, 8, 9), (6, 1, 5, 5), dict(strides=[1, 1], pads=[2, 2, 2, 2], group=3),
      "depthwise"),
     ("depthwise-one-d", (2, 5, 40), (5, 1, 9), dict(strides=[1], pads=[4, 4], group=5), "depthwise"),
-    ("depthwise-stride-2", (1, 8, 9, 9), (8, 1, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1], group=8), "direct"),
+    ("depthwise-stride-2", (1, 8, 9, 9), (8, 1, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1], group=8), "depthwise"),
+    ("depthwise-stride-2-odd-asymmetric", (2, 6, 13, 11), (6, 1, 5, 5),
+     dict(strides=[2, 2], pads=[2, 1, 1, 2], group=6), "depthwise"),
+    ("depthwise-strides-dilated", (1, 4, 16, 17), (4, 1, 3, 3),
+     dict(strides=[2, 3], pads=[1, 0, 0, 2], dilations=[2, 1], group=4), "depthwise"),
+    ("depthwise-stride-5", (1, 4, 16, 16), (4, 1, 3, 3), dict(strides=[5, 5], pads=[1, 1, 1, 1], group=4), "direct"),
     ("one-d", (2, 5, 40), (7, 5, 3), dict(strides=[1], pads=[1, 1]), "im2col"),
     ("one-channel-long-kernel", (1, 1, 400), (16, 1, 80), dict(strides=[16], pads=[0, 0]), "im2col"),
     ("one-channel-long-padded", (2, 1, 301), (12, 1, 20), dict(strides=[4], pads=[3, 5]), "im2col"),
     ("one-channel-short-kernel", (1, 1, 9, 9), (8, 1, 3, 3), dict(strides=[1, 1], pads=[1, 1, 1, 1]), "depthwise"),
-    ("one-channel-short-strided", (1, 1, 9, 9), (8, 1, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), "direct"),
+    ("one-channel-short-strided", (1, 1, 9, 9), (8, 1, 3, 3), dict(strides=[2, 2], pads=[1, 1, 1, 1]), "depthwise"),
 ]
 
 
@@ -202,6 +206,25 @@ def test_conv_add_relu_run_in_the_conv_store():
     assert ("Conv", ["Add", "Max"]) in kinds
 
 
+@pytest.mark.parametrize("strides, threads", [([1, 1], 1), ([2, 2], 1), ([2, 2], 2)])
+def test_depthwise_runs_a_residual_add_and_a_clip_in_its_store(strides, threads):
+    image, weights = (2, 6, 11, 13), (6, 1, 3, 3)
+    conv, _ = constant_conv(image, weights, dict(strides=strides, pads=[1, 1, 1, 1], group=6))
+    out = (2, 6, 11 // strides[0] + 11 % strides[0], 13 // strides[1] + 13 % strides[1])
+
+    def build(fn, v):
+        (y,) = conv(fn, v)
+        module = fn.module
+        low = module.create_constant("low", np.zeros((), np.float32)).result()
+        high = module.create_constant("high", np.full((), 1.5, np.float32)).result()
+        clipped = fn.add(ew.Min, fn.add(ew.Max, fn.add(ew.Add, y, v[1]), low), high)
+        return [fn.add(ew.Tanh, clipped)]  # a consumer, so the Add, Max and Min work in place
+
+    compiled = check([(image, F32), (out, F32)], build, accumulates=True, threads=threads)
+    kinds = [(step.instrs[0].kind, [i.kind for i in step.epilogue or ()]) for step in compiled.steps]
+    assert ("Conv", ["Add", "Max", "Min"]) in kinds
+
+
 def test_relu_with_a_scalar_is_fused():
     image, weights = (1, 4, 6, 6), (8, 4, 1, 1)
     conv, _ = constant_conv(image, weights, dict(strides=[1, 1], pads=[0, 0, 0, 0]))
@@ -254,8 +277,7 @@ def test_pack_panels_layout():
                          ids=["avx2-shape", "sse-neon-shape"])
 def test_narrower_vector_shapes_compute_the_same(monkeypatch, target):
     """The micro-kernel and packers on the vector shapes of other hosts (LLVM legalises them here)."""
-    for module in (gemm_module, epilogue_module):
-        monkeypatch.setattr(module, "host_vectors", lambda: target)
+    monkeypatch.setattr(gemm_module, "host_vectors", lambda: target)
     for _, image, weights, attrs, _ in (CONVS[0], CONVS[4], CONVS[8]):
         build, _ = constant_conv(image, weights, attrs)
         check([(image, F32)], build, accumulates=True)
@@ -263,7 +285,7 @@ def test_narrower_vector_shapes_compute_the_same(monkeypatch, target):
 
 
 def small_network(fn, v):
-    """Conv (packed, im2col) -> ReLU -> depthwise conv (direct) -> pointwise conv."""
+    """Conv (packed, im2col) -> ReLU -> depthwise conv (stride 2, phase planes) -> pointwise conv."""
     rng = np.random.default_rng(2)
     module = fn.module
 

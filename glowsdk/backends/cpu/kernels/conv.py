@@ -11,11 +11,12 @@ order (CONV_RULES):
   group, or one channel but a long window and many filters (LONG_KERNEL_TAPS), is a
   GEMM with K = C_in/group x taps, its B panels packed per column tile from the
   input on the fly (packing.py), never an im2col matrix in memory.
-- `depthwise`: a float32 stride-1 depthwise convolution (one input channel per group, K =
-  taps only, too little reuse for a GEMM tile) sums all its taps in registers over a
-  zero-padded copy of each plane (depthwise.py).
-- `direct`: other depthwise convolutions (strided, half kinds) and 3-d ones run the
-  direct loop nest below.
+- `depthwise`: a float32 depthwise convolution (one input channel per group, K = taps
+  only, too little reuse for a GEMM tile) sums all its taps in registers over
+  zero-padded phase planes of each input plane (depthwise.py), stacked element-wise
+  instructions applied as it stores.
+- `direct`: other depthwise convolutions (half kinds, strides over 4) and 3-d ones run
+  the direct loop nest below.
 
 In the GEMM paths the filter is a constant packed at compile time into [M/MR, K,
 MR] panels (the micro-kernel broadcasts MR filter values per k; a filter computed
@@ -318,4 +319,9 @@ def _conv(ctx: KernelContext, step: Step) -> None:
     next(build for _, applies, build in CONV_RULES if applies(instr))(ctx, step)
 
 
-register("Conv", COMPUTE_FLOATS | HALF_FLOATS | QUANTIZED, _conv, accepts=int8_accepts, epilogue=_is_gemm)
+def _takes_epilogue(instr: Any) -> bool:
+    """Whether the kernel `instr` takes applies stacked element-wise instructions as it stores."""
+    return conv_strategy(instr) in ("pointwise", "im2col", "depthwise")
+
+
+register("Conv", COMPUTE_FLOATS | HALF_FLOATS | QUANTIZED, _conv, accepts=int8_accepts, epilogue=_takes_epilogue)

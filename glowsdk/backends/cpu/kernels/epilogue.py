@@ -17,7 +17,6 @@ from llvmlite import ir
 from ....graph.types import ElemKind
 from ..codegen.kinds import F32
 from ..codegen.module import KernelContext, Step
-from ..codegen.target import host_vectors
 from .gemm import Epilogue, load_vector, offset, splat
 from .scalar import SCALARS
 
@@ -60,12 +59,11 @@ def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
         return None
     program = ctx.owner.program
     result = step.instrs[0].operands[0]
-    lanes = host_vectors().lanes
     pointers = {id(v): ctx.address(v) for instr in step.epilogue for v in instr.inputs
                 if not same_bytes(program, v, result)}
 
     def apply(vector: ir.Value, at: ir.Value, count: int) -> ir.Value:
-        builder = ctx.builder
+        builder, lanes = ctx.builder, vector.type.count
         for instr in step.epilogue:
             args = []
             for value in instr.inputs:

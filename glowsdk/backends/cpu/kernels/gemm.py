@@ -23,6 +23,7 @@ is stored, so a Conv + bias + ReLU touches its output once.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable
@@ -200,6 +201,14 @@ def store_vector(ctx: KernelContext, value: ir.Value, pointer: ir.Value, lanes: 
     ctx.builder.call(masked, [value, pointer, ir.Constant(I32, 4), lane_mask(lanes, count)])
 
 
+def panel_alignment(row_floats: int, lanes: int) -> int:
+    """The alignment in bytes of every vector of a scratch panel with rows of `row_floats` floats
+    (its base 64-byte aligned): the largest power of two dividing both a row's and a vector's bytes,
+    64 at most (a 3-vector row of 4 lanes is 48 bytes: 16-byte aligned)."""
+    common = math.gcd(row_floats * 4, lanes * 4, 64)
+    return common & -common
+
+
 def fma(ctx: KernelContext, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
     function = ctx.declare(f"llvm.fma.v{a.type.count}f32", ir.FunctionType(a.type, [a.type] * 3))
     return ctx.builder.call(function, [a, b, c])
@@ -260,7 +269,7 @@ def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel
         else:
             b_vectors = [source.load(iteration, step, v) for v in range(vectors)]
             for v, value in enumerate(b_vectors):
-                builder.store(value, offset(builder, b_row, v * lanes), align=min(64, b.k_stride * 4))
+                builder.store(value, offset(builder, b_row, v * lanes), align=panel_alignment(b.k_stride, lanes))
         a_k = offset(builder, a.pointer, builder.mul(k, i64(a.k_stride)))
         for panel, at in ((a, a_k), (b, b_row)):
             if panel.streamed:

@@ -27,7 +27,7 @@ from llvmlite import ir
 from ..codegen.kinds import I1, I32, I64, PTR, i64
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext
-from .gemm import CACHE_LINE, Gemm, Panel, Source, offset, prefetch, splat, vector_type
+from .gemm import CACHE_LINE, Gemm, Panel, Source, offset, panel_alignment, prefetch, splat, vector_type
 
 OUTSIDE = -(1 << 24)
 """Table entry of a padding column: outside every input, so its lanes are always zero."""
@@ -145,7 +145,7 @@ def emit_pack(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, 
                     value = _masked_load(ctx, offset(builder, channel, at), masks[v], lanes)
                 else:
                     value = _gather(ctx, channel, offsets[v], masks[v], lanes)
-                builder.store(value, offset(builder, row, v * lanes), align=min(64, nr * 4))
+                builder.store(value, offset(builder, row, v * lanes), align=panel_alignment(nr, lanes))
     return Panel(panel, nr)
 
 
