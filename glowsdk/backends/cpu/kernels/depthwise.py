@@ -43,7 +43,7 @@ from ..codegen.module import KernelContext, Step
 from ..codegen.threads import MAX_THREADS
 from ..codegen.target import host_vectors
 from .epilogue import stacked_epilogue
-from .gemm import load_vector, offset, store_vector
+from .gemm import fma, load_vector, offset, splat, store_vector
 from .window import Dim, window_dims
 
 MAX_TAPS = 81
@@ -127,32 +127,38 @@ def emit_depthwise(ctx: KernelContext, step: Step) -> None:
     filters = instr.filter.type.shape[0]
     per_channel = filters // channels  # the depth multiplier
     plane_in, plane_out = rows.size * cols.size, rows.out * cols.out
-    per_thread = phases.size + phases.span
+    lanes = host_vectors().lanes
+    vectors = -(-phases.span // lanes)
+    # The flat loop runs whole vectors: its last one reads up to a vector past the planes (zeroed
+    # with them) and writes up to a vector past the span, both dropped.
+    planes = phases.size + lanes
+    per_thread = planes + vectors * lanes
     x, out, w = ctx.address(instr.input), ctx.address(instr.operands[0]), ctx.address(instr.filter)
     b = ctx.address(instr.bias) if instr.bias is not None else None
     scratch = offset(builder, ctx.scratch(MAX_THREADS * per_thread * 4),
                      builder.mul(builder.zext(ctx.thread, I64), i64(per_thread)))
-    xp, y = scratch, offset(builder, scratch, phases.size)
+    xp, y = scratch, offset(builder, scratch, planes)
     zero = ir.Constant(F32, 0.0)
     start, stop = ctx.share(images * filters)
-    with loop(builder, phases.size, name="zero") as i:
+    with loop(builder, planes, name="zero") as i:
         store(builder, zero, xp, ElemKind.FLOAT32, i)
     taps = [phases.tap(t0, t1) for t0 in range(rows.kernel) for t1 in range(cols.kernel)]
-    fmuladd = ctx.intrinsic("llvm.fmuladd", [F32], ir.FunctionType(F32, [F32, F32, F32]))
     epilogue = stacked_epilogue(ctx, step)
     with loop(builder, stop, start, name="nm") as nm:
         n, m = builder.udiv(nm, i64(filters)), builder.urem(nm, i64(filters))
         channel = builder.add(builder.mul(n, i64(channels)), builder.udiv(m, i64(per_channel)))
         _copy_in(ctx, phases, offset(builder, x, builder.mul(channel, i64(plane_in))), xp)
         first = builder.mul(m, i64(len(taps)))
-        weights = [load(builder, w, ElemKind.FLOAT32, builder.add(first, i64(k))) for k in range(len(taps))]
-        bias = load(builder, b, ElemKind.FLOAT32, m) if b is not None else zero
-        with loop(builder, phases.span, name="i") as i:
+        weights = [splat(builder, load(builder, w, ElemKind.FLOAT32, builder.add(first, i64(k))), lanes)
+                   for k in range(len(taps))]
+        bias = splat(builder, load(builder, b, ElemKind.FLOAT32, m) if b is not None else zero, lanes)
+        with loop(builder, vectors, name="i") as v:
+            i = builder.mul(v, i64(lanes))
             total = bias
             for weight, shift in zip(weights, taps):
-                tap = load(builder, xp, ElemKind.FLOAT32, builder.add(i, i64(shift)))
-                total = builder.call(fmuladd, [weight, tap, total])
-            store(builder, total, y, ElemKind.FLOAT32, i)
+                tap = load_vector(ctx, offset(builder, xp, builder.add(i, i64(shift))), lanes, lanes)
+                total = fma(ctx, weight, tap, total)
+            store_vector(ctx, total, offset(builder, y, i), lanes, lanes)
         _copy_out(ctx, phases, y, out, builder.mul(nm, i64(plane_out)), epilogue)
 
 
