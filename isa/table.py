@@ -16,7 +16,7 @@ from .families import dma, matrix, vector
 from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
                      validate_table)
 
-ISA_VERSION = (2, 2)
+ISA_VERSION = (2, 3)
 """(major, minor): major changes with any incompatible encoding or semantics, minor when instructions are
 added; a binary records the version it was built for."""
 
@@ -401,6 +401,18 @@ table LUT_LOAD set). A residual Add of two int8 tensors and the element-wise ste
 Rescale: any int8 -> int8 table) in one pass: VADD (offset 0), or VADD into the accumulator then VSUBI of
 the zero point (offset = -zero), followed by LUT, give the same bytes.""", "vector-binary",
               semantics=vector.add_lut, extents=vector.add_lut_extents, timing=lanes(vector.count)),
+    InstrSpec("REQUANT_LUT", 0x31, Engine.VECTOR, (
+        F("dst", 22, SPAD_ADDR, "int8 result, rows x cols dense"),
+        F("src", 44, ACC_ADDR, "int32 source, rows x cols dense"),
+        F("rows", 64, COUNT16, "rows"),
+        F("cols", 80, COUNT16, "elements per row (channels)"),
+    ), """\
+REQUANT with its result looked up in the table LUT_LOAD set: for r < rows, c < cols, with y the int8 REQUANT
+would store there (CONFIG_REQUANT's parameters, bias row and clamp), `spad[dst + r*cols + c] = lut[y + 128]`.
+A layer's requantization and the activation table after it (a SiLU, a HardSwish: any int8 -> int8 table) in one
+pass: REQUANT followed by LUT gives the same bytes.""", "vector-unary",
+              semantics=vector.requant_lut, extents=vector.requant_extents,
+              timing=lanes(vector.rows_by_cols, multiplies=True)),
 ]
 
 INSTRUCTIONS: tuple[InstrSpec, ...] = (*CONTROL, *DMA, *MATRIX, *VECTOR)

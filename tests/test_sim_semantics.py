@@ -259,6 +259,25 @@ def case_add_lut(rng):
     assert spad(fused, 0x40, n).tolist() == spad(spelled, 0x40, n).tolist()
 
 
+def case_requant_lut(rng):
+    """REQUANT's int8 (bias row, per-tensor scale, clamp) looked up in the table: the same bytes as REQUANT then LUT."""
+    rows, cols = 5, 7
+    table, x, bias = rng.integers(-128, 128, 256), operand(rng, "acc", rows * cols), operand(rng, "acc", cols)
+    p = Program()
+    p.put("spad", 0x1000, table)
+    p.put("acc", 0x10, x)
+    p.put("acc", 0x200, bias)
+    config = ("CONFIG_REQUANT multiplier=1518500250 shift=2 zero_point=-1 clamp_lo=-20 clamp_hi=100 per_channel=0 "
+              "table=0 bias_row=1 bias=0x200")
+    fused = p.run("LUT_LOAD src=0x1000", config, f"REQUANT_LUT dst=0x100 src=0x10 rows={rows} cols={cols}")
+    want = [int(table[requant_reference(int(x[r * cols + c]) + int(bias[c]), 1518500250, 2, -1, -20, 100) + 128])
+            for r in range(rows) for c in range(cols)]
+    assert spad(fused, 0x100, rows * cols).tolist() == want
+    spelled = p.run("LUT_LOAD src=0x1000", config, f"REQUANT dst=0x100 src=0x10 rows={rows} cols={cols}",
+                    f"LUT dst=0x100 src=0x100 count={rows * cols}")
+    assert spad(fused, 0x100, rows * cols).tolist() == spad(spelled, 0x100, rows * cols).tolist()
+
+
 def pool_reference(image, op, kh, kw, sh, sw, pt, pb, pl, pr, count_pad, pad_value):
     h, w, c = image.shape
     oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
@@ -450,7 +469,7 @@ CASES: dict[str, Callable] = {
     "REQUANT": case_requant, "CONFIG_REQUANT": case_requant,
     "CLAMP": case_clamp, "CONFIG_CLAMP": case_clamp,
     "LUT": case_lut, "LUT_LOAD": case_lut, "LUT32": case_lut32, "VDIV": case_divide,
-    "VMAC": case_mac, "VADD_LUT": case_add_lut,
+    "VMAC": case_mac, "VADD_LUT": case_add_lut, "REQUANT_LUT": case_requant_lut,
     "POOL": case_pool, "CONFIG_POOL": case_pool,
     "REDUCE": case_reduce,
     "MATMUL": case_matmul, "CONFIG_MATMUL": case_matmul,

@@ -89,6 +89,12 @@ def requant(state: State, i: Instr, r: Registers) -> list[Write]:
     return write_to(state.spad, i.dst, q)
 
 
+def requant_lut(state: State, i: Instr, r: Registers) -> list[Write]:
+    """REQUANT's int8 result looked up in the LUT (an activation table after it), written in its place."""
+    (write,) = requant(state, i, r)
+    return write_to(state.spad, i.dst, state.lut[write.values.astype(np.int64) + 128])
+
+
 def requant_extents(i: Instr, r: Registers) -> list[Extent]:
     size = i.rows * i.cols
     table = [Extent("spad", r["table"], r["table"] + REQUANT_ENTRY_BYTES * i.cols, False)] if r["per_channel"] else []

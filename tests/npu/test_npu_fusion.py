@@ -12,8 +12,9 @@ import pytest
 
 import glowsdk
 from glowsdk import numerics
-from glowsdk.backends.npu.gemm import AddTensor, Clamp8, Lut8, Rescale8, compact, epilogue_specs, vector_passes
-from glowsdk.backends.npu.instructions import LUT_LOAD, VADD_LUT
+from glowsdk.backends.npu.gemm import (AddTensor, Clamp8, Lut8, Rescale8, compact, epilogue_specs, requant_specs,
+                                       vector_passes)
+from glowsdk.backends.npu.instructions import CONFIG_REQUANT, LUT_LOAD, REQUANT_LUT, VADD_LUT
 from glowsdk.backends.npu.pipeline import LOADED, PREFETCH, TABLE
 from glowsdk.cli.main import main
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
@@ -115,17 +116,38 @@ def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():
     # the Add's zero point is folded into the table before it (every entry minus 3 is still an int8): one VADD
     assert chain[1].folded
     np.testing.assert_array_equal(np.frombuffer(chain[0].table, np.int8), step - 3)
-    # the clamp after the Add is its post table: REQUANT, the table, the operand's table, one VADD_LUT
+    # the clamp after the Add is its post table: REQUANT_LUT with the leading table, the operand's table, one VADD_LUT
     np.testing.assert_array_equal(np.frombuffer(chain[1].post.table, np.int8), np.clip(q, -7, 100))
-    assert vector_passes(chain) == 1 + 1 + (1 + 1)
+    assert vector_passes(chain) == 1 + (1 + 1)
     wide = compact([Rescale8(1 << 30, -1, 0, 0), AddTensor(None, -100)])  # 127 + 100 is no int8: VADD, VSUBI
-    assert not wide[1].folded and wide[1].post is None and vector_passes(wide) == 1 + 1 + 2
+    assert not wide[1].folded and wide[1].post is None and vector_passes(wide) == 1 + 2
     # followed by a table, the unfolded Add subtracts its zero point in VADD_LUT's offset: one pass
     relu = compact([Rescale8(1 << 30, -1, 0, 0), AddTensor(None, -100), Clamp8(-100, 127)])
     add = relu[1]
-    assert not add.folded and vector_passes(relu) == 1 + 1 + 1
+    assert not add.folded and vector_passes(relu) == 1 + 1
     assert epilogue_specs(add, 0x40, 0, 2, 3, 0x80, {id(add.post): 0x400}) == [
         LUT_LOAD(src=0x400), VADD_LUT(dst=0x40, src1=0x40, src2=0x80, count=6, offset=100)]
+
+
+def test_an_activation_after_a_convolution_rides_in_its_requantize_pass_bit_exact():
+    b = NetBuilder((1, 8, 12, 12))
+    wide = b.node("HardSigmoid", [b.conv("x", 8, 32, 1, 0, relu=False)])
+    depthwise = b.node("Conv", [wide, b.weight((32, 1, 3, 3)), b.weight((32,))], pads=[1] * 4, group=32)
+    network = b.network(b.conv(b.node("Sigmoid", [depthwise]), 32, 8, 1, 0, relu=False))
+    npu = assert_bit_exact(network, config="default")
+    # each table is looked up by the REQUANT_LUT of the layer before it: no LUT pass, no layer of its own
+    assert [layer.kind for layer in npu.compiled.layers][:3] == ["Conv"] * 3  # then the output's layout Copy
+    assert "TableLookup" not in [layer.kind for layer in npu.compiled.layers]
+    assert type(npu.compiled.layers[1].body).__name__ == "DepthwiseLayer"
+    mnemonics = [i.mnemonic for i in npu.compiled.binary.instructions]
+    assert "REQUANT_LUT" in mnemonics and "LUT" not in mnemonics
+    for layer, ranged in zip(npu.compiled.layers[:2], npu.compiled.binary.debug):
+        assert "REQUANT_LUT" in [i.mnemonic for i in npu.compiled.binary.instructions[ranged.start:ranged.stop]]
+    config = CONFIG_REQUANT(multiplier=1, shift=0, zero_point=0, clamp_lo=-128, clamp_hi=127, per_channel=0,
+                            table=0, bias_row=0, bias=0)
+    table = Lut8(bytes(256))
+    assert requant_specs(config, 0x40, 0, 2, 3, (table,), {id(table): 0x400}) == (
+        [config, LUT_LOAD(src=0x400), REQUANT_LUT(dst=0x40, src=0, rows=2, cols=3)], ())
 
 
 def test_an_add_zero_point_rides_in_the_offset_of_its_add_lut_whatever_the_table_after_it():

@@ -8,7 +8,8 @@ pixels' input pixels (stride x channels bytes apart in the channels-innermost ti
 weight per channel and accumulates in int32, so a tile costs taps x output rows instructions of
 output width x channels / lanes cycles each. As on the array (gemm.py), the input zero point is
 folded into the bias (bias - zx * sum(w)) and the load writes the padding with the zero point; then
-REQUANT adds the bias row and applies a leading clamp (a ReLU6) as its output bounds, and the rest of
+REQUANT adds the bias row and applies a leading clamp (a ReLU6) as its output bounds (and a table after it, a
+SiLU or HardSwish, in the same pass: REQUANT_LUT), and the rest of
 the epilogue runs (gemm.py's steps: tables, clamps, a residual Add).
 
 Tiles are output rows x channel blocks, a block every channel unless one output row of them does
@@ -29,8 +30,8 @@ from isa.program import LUT_BYTES
 from isa.roofline import Workload
 
 from .gemm import (AddTensor, Clamp8, EpilogueOp, Image, Requant, compact, config_load, epilogue_specs, input_loads,
-                   load, tables)
-from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, REQUANT, STORE, VMAC, Op
+                   load, requant_specs, tables)
+from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, STORE, VMAC, Op
 from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
@@ -181,9 +182,10 @@ class DepthwiseLayer:
                                   load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + c0, "spad",
                                        operands[id(op)], oy1 - oy0, s.out_width)]
                     vector = self._taps(ins, accs[slot], weights + c0, oy1 - oy0, n)
-                    vector += [self._config_requant(c0), REQUANT(dst=out, src=accs[slot], rows=pixels,
-                                                                 cols=n)]
-                    for op in self.epilogue:
+                    specs, rest = requant_specs(self._config_requant(c0), out, accs[slot], pixels, n, self.epilogue,
+                                                luts)
+                    vector += specs
+                    for op in rest:
                         vector += epilogue_specs(op, out, accs[slot], pixels, n, operands.get(id(op), 0), luts)
                     stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride,
                                            elem_bytes=n),

@@ -19,7 +19,8 @@ optionally rescaled on chip first. The intermediate tensors of the chain never r
 of unary steps (Rescales, clamps, table lookups such as a HardSwish or SiLU; an Add's operand
 Rescale) runs as one table lookup (`Lut8`, its table loaded once per layer), so the vector
 engine, which runs the whole chain while the array computes the next tile, makes one pass for it;
-the run after an Add (a residual's ReLU) rides with the Add itself (VADD_LUT: add, saturate, look up).
+the run after an Add (a residual's ReLU) rides with the Add itself (VADD_LUT: add, saturate, look up), and a
+table that leads the chain (the activation after the convolution) with the REQUANT (REQUANT_LUT).
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ from sim.timing import matmul_cycles
 from ...errors import UnsupportedError
 from ...numerics import requantize
 from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE,
-                           LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, STORE, VADD, VADD_LUT, VADDI, VDIV, VSUBI, Op)
+                           LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, REQUANT_LUT, STORE, VADD, VADD_LUT, VADDI, VDIV,
+                           VSUBI, Op)
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
@@ -201,14 +203,15 @@ def tables(epilogue: Sequence[EpilogueOp]) -> list[Lut8]:
 
 
 def vector_passes(epilogue: Sequence[EpilogueOp]) -> int:
-    """Passes of the vector engine over a tile: its REQUANT, then each step's (an Add: VADD and VSUBI, or one
-    VADD_LUT with its post table)."""
+    """Passes of the vector engine over a tile: its REQUANT (with a leading table: REQUANT_LUT), then each other
+    step's (an Add: VADD and VSUBI, or one VADD_LUT with its post table)."""
     def one(op: EpilogueOp | None) -> int:
         return 0 if op is None else 2 if isinstance(op, Rescale8) else 1
 
     def add(op: AddTensor) -> int:
         return (1 if op.post else 2 - op.folded) + one(op.pre)
-    return 1 + sum(add(op) if isinstance(op, AddTensor) else one(op) for op in epilogue)
+    rest = epilogue[1:] if epilogue and isinstance(epilogue[0], Lut8) else epilogue
+    return 1 + sum(add(op) if isinstance(op, AddTensor) else one(op) for op in rest)
 
 
 def pretile_weights(filters: np.ndarray, tiling: Tiling) -> list[tuple[int, int, bytes]]:
@@ -413,9 +416,9 @@ class GemmLayer:
                                                   col_stride=x.pixel_stride, elem_bytes=n),
                                       load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + n0,
                                            "spad", operands[id(op)][slot], oy1 - oy0, s.out_width)]
-                    vector = [self._config_requant(n0, bias_row + n0), REQUANT(
-                        dst=outputs[slot], src=accs[slot], rows=pixels, cols=n)]
-                    for op in self.epilogue:
+                    vector, rest = requant_specs(self._config_requant(n0, bias_row + n0), outputs[slot], accs[slot],
+                                                 pixels, n, self.epilogue, luts)
+                    for op in rest:
                         vector += epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
                                                   operands.get(id(op), [0, 0])[slot], luts)
                     r = self.result
@@ -473,6 +476,16 @@ def whole_image_pool(op: str, out: int, acc: int, divisor: int, pixels: int, n: 
         return [fold, VDIV(dst_space="spad", dst=out, src1_space="acc", src1=acc, src2_space="acc", src2=divisor,
                            rows=1, cols=n, bcast=1, shift=0)]
     return [fold, VADDI(dst_space="spad", dst=out, src_space="acc", src=acc, count=n, imm=0)]
+
+
+def requant_specs(config: Op, out: int, acc: int, pixels: int, n: int, epilogue: Sequence[EpilogueOp],
+                  luts: dict[int, int]) -> tuple[list[Op], Sequence[EpilogueOp]]:
+    """A tile's requantization of its `pixels` x `n` accumulators at `acc` into int8 at `out` under `config`, and
+    the epilogue steps left after it: a leading table (an activation) rides with it, one REQUANT_LUT pass."""
+    if epilogue and isinstance(epilogue[0], Lut8):
+        return [config, LUT_LOAD(src=luts[id(epilogue[0])]), REQUANT_LUT(dst=out, src=acc, rows=pixels, cols=n)], \
+            epilogue[1:]
+    return [config, REQUANT(dst=out, src=acc, rows=pixels, cols=n)], epilogue
 
 
 def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, operand: int,
