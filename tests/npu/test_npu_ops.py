@@ -158,6 +158,28 @@ def test_global_pool_in_the_convolution_that_makes_its_input(kind, hw, config, f
     assert any(layer.kind in ("AveragePool", "MaxPool") for layer in npu.compiled.layers) is not fused
 
 
+@pytest.mark.parametrize("kind,batch,hw,config", [
+    ("GlobalAveragePool", 1, 14, "default"),  # several row tiles: a running sum, divided on the last
+    ("MaxPool", 2, 9, "edge"),                # a window of the whole image; two images: the running row restarts, the pooled rows alternate
+    ("GlobalAveragePool", 3, 5, "edge"),
+])
+def test_squeeze_and_excitation_pool_in_the_depthwise_convolution(kind, batch, hw, config):
+    """A global pool beside the channel gate, both reading a depthwise convolution's result, runs in the
+    convolution's tiles (REDUCE per tile into a running row, VDIV or VADDI on an image's last row tile): no pool
+    layer, the image still written for the gate."""
+    c = 24
+    b = NetBuilder((batch, 8, hw, hw))
+    image = b.node("Relu", [b.node("Conv", [b.conv("x", 8, c, 1, 0), b.weight((c, 1, 3, 3)), b.weight((c,))],
+                                   pads=[1] * 4, group=c)])
+    window = dict(kernel_shape=[hw, hw]) if kind == "MaxPool" else {}
+    gate = b.node("Sigmoid", [b.conv(b.conv(b.node(kind, [image], **window), c, 8, 1, 0), 8, c, 1, 0, relu=False)])
+    npu = assert_bit_exact(b.network(b.conv(b.node("Mul", [image, gate]), c, 8, 1, 0, relu=False)), config=config)
+    depthwise = [layer.body for layer in npu.compiled.layers if type(layer.body).__name__ == "DepthwiseLayer"]
+    assert [body.pool for body in depthwise] == ["max" if kind == "MaxPool" else "avg"]
+    assert not any(layer.kind in ("AveragePool", "MaxPool") for layer in npu.compiled.layers)
+    assert any(layer.kind == "Mul" for layer in npu.compiled.layers)
+
+
 def _batchnorm_net(c: int, hw: int, relu: bool = True, seed: int = 0):
     """A BatchNorm no convolution precedes (DenseNet's pre-activation after a Concat), then a 1x1 Conv."""
     b = NetBuilder((1, c, hw, hw), seed=seed)

@@ -17,6 +17,11 @@ not fit: the input rows of a whole-channel block are one contiguous DRAM run. Th
 once per layer, the per-channel requantize table, the epilogue's tables and the weights (a row of
 channels per tap); per slot the input rows with their halo, the int8 result and each residual
 operand. The accumulator holds the bias row, then each slot's int32 tile.
+
+A global pool of the result (a squeeze-and-excitation block's, which reads it beside the channel gate) runs in
+the tiles too: each REDUCEs its int8 result into a row of running sums (or maxima) per channel, and the last row
+tile of a batch element divides it by the pixel count (VDIV, half to even as AveragePool rounds) or takes it
+back to int8 (VADDI 0) and stores the pooled row; the pool reads no image from DRAM and is no layer.
 """
 from __future__ import annotations
 
@@ -31,7 +36,7 @@ from isa.roofline import Workload
 
 from .gemm import (AddTensor, Clamp8, EpilogueOp, Image, Requant, compact, config_load, epilogue_specs, input_loads,
                    load, requant_specs, tables)
-from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, STORE, VMAC, Op
+from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, REDUCE, STORE, VADDI, VDIV, VMAC, Op
 from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
@@ -53,6 +58,8 @@ class _Budget:
     fixed: int
     """scratchpad bytes held for the whole layer (tables, weights)"""
     adds: int
+    pool_words: int = 0
+    """accumulator words held for the whole layer besides the bias row (a fused pool's sums and divisor row)"""
 
     def slot(self, rows: int, block: int) -> tuple[int, int, int]:
         """(input, output, accumulator words) of one slot."""
@@ -63,7 +70,7 @@ class _Budget:
     def fits(self, rows: int, block: int, config: ArchConfig) -> bool:
         ins, out, words = self.slot(rows, block)
         spad = self.fixed + 2 * (ins + out * (1 + self.adds))
-        acc = align(self.shape.channels) + 2 * words
+        acc = align(self.shape.channels) + 2 * words + self.pool_words
         return (spad <= config.scratchpad_bytes and 4 * acc <= config.accumulator_bytes
                 and rows * self.shape.out_width <= MAX_TILE_PIXELS)
 
@@ -107,13 +114,20 @@ class DepthwiseLayer:
     """constants offsets of the epilogue's tables (gemm.tables)"""
     clamp: tuple[int, int] = (-128, 127)
     """REQUANT's output bounds: a clamp that leads the epilogue (a ReLU6) costs no pass of its own"""
+    pool: str | None = None
+    """"avg" or "max": a global pool of the result done by the tiles (the module docstring), written to `pooled`"""
+    pooled: Image | None = None
+    """the pool's result, batch x 1 x 1 x channels"""
+    divisor: int = 0
+    """avg: constants offset of the pixel count (one int32), repeated along an accumulator row by a zero stride"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
              bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
-             epilogue: tuple[EpilogueOp, ...] = ()) -> DepthwiseLayer | None:
+             epilogue: tuple[EpilogueOp, ...] = (), pool: str | None = None) -> DepthwiseLayer | None:
         """Choose the tile shape and place the weights, the bias and the tables in the constants; None (nothing
-        placed) when no tile fits the SRAMs, for the array to do the layer (grouped.py)."""
+        placed) when no tile fits the SRAMs, for the array to do the layer (grouped.py). With `pool` ("avg" or
+        "max"), the result is also pooled over the whole image (into `pooled`, which the caller sets)."""
         epilogue, clamp = compact(epilogue), (-128, 127)
         if epilogue and isinstance(epilogue[0], Clamp8):
             clamp, epilogue = (epilogue[0].lo, epilogue[0].hi), epilogue[1:]
@@ -123,16 +137,18 @@ class DepthwiseLayer:
             - (1 << 31)
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
         fixed = (align(8 * channels) if requant.per_channel else 0) + LUT_BYTES * len(tables(epilogue)) + \
-            align(taps * channels)
-        tile = _tile_shape(_Budget(shape, fixed, adds), config)
+            align(taps * channels) + (2 * align(channels) if pool else 0)
+        tile = _tile_shape(_Budget(shape, fixed, adds, 2 * align(channels) if pool else 0), config)
         if tile is None:
             return None
         rows, block = tile
+        divisor = add_constant(np.int32(shape.out_height * shape.out_width).astype("<i4").tobytes()) \
+            if pool == "avg" else 0
         return DepthwiseLayer(
             shape, source, result, add_constant(np.ascontiguousarray(per_tap.T).astype(np.int8).tobytes()),
             add_constant(folded.astype("<i4").tobytes()),
             add_constant(requant.table()) if requant.per_channel else 0, requant, x_zero, rows, block, epilogue,
-            tuple(add_constant(t.table) for t in tables(epilogue)), clamp)
+            tuple(add_constant(t.table) for t in tables(epilogue)), clamp, pool, None, divisor)
 
     def workload(self) -> Workload:
         """The roofline's work (isa/roofline.py): taps MACs per output element at vector-lane width, every
@@ -142,7 +158,7 @@ class DepthwiseLayer:
         adds = sum(isinstance(op, AddTensor) for op in self.epilogue)
         constants = taps * c + 4 * c + (8 * c if self.requant.per_channel else 0)
         return Workload(pixels * c * taps, "vector", constants, batch * s.height * s.width * c + adds * pixels * c,
-                        pixels * c)
+                        pixels * c + (batch * c if self.pool else 0))
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Op], list[Tile]]:
         """(prologue, tiles) with absolute DRAM addresses."""
@@ -156,6 +172,9 @@ class DepthwiseLayer:
         first_slot = weights + align(taps * c_all)
         inputs = [first_slot + k * slot_bytes for k in (0, 1)]
         accs = [align(c_all) + k * words for k in (0, 1)]
+        # a fused pool's running row and divisor row after the slots; its pooled rows, by batch parity, after theirs
+        sums, divisor_row = align(c_all) + 2 * words, 2 * align(c_all) + 2 * words
+        pooled_rows = [first_slot + 2 * slot_bytes + k * align(c_all) for k in (0, 1)]
         prologue: list[Op] = []
         if self.requant.per_channel:
             prologue += [config_load(0, 0, 8 * c_all), load(constants + self.table, "spad", 0, 1, 1)]
@@ -163,6 +182,8 @@ class DepthwiseLayer:
             prologue += [config_load(0, 0, LUT_BYTES), load(constants + offset, "spad", sram, 1, 1)]
         prologue += [config_load(0, 0, taps * c_all), load(constants + self.weights, "spad", weights, 1, 1),
                      config_load(0, 0, 4 * c_all), load(constants + self.bias, "acc", 0, 1, 1)]
+        if self.pool == "avg":  # the pixel count in every column of a block
+            prologue += [config_load(0, 0, 4), load(constants + self.divisor, "acc", divisor_row, 1, self.block)]
         source, result, r = base(self.source.tensor), base(self.result.tensor), self.result
         tiles: list[Tile] = []
         for b in range(self.source.batch):
@@ -191,8 +212,32 @@ class DepthwiseLayer:
                                            elem_bytes=n),
                               STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + c0, space="spad",
                                     sram=out, planes=1, rows=oy1 - oy0, cols=s.out_width)]
+                    if self.pool:
+                        specs, store = self._pool(out, sums + c0, divisor_row, pooled_rows[b % 2] + c0, pixels, n,
+                                                  oy0 == 0, oy1 == s.out_height)
+                        vector += specs
+                        if store:
+                            p = self.pooled
+                            stores += [CONFIG_STORE(row_stride=0, plane_stride=0, col_stride=p.pixel_stride,
+                                                    elem_bytes=n),
+                                       STORE(dram=base(p.tensor) + b * p.batch_stride + c0, space="spad",
+                                             sram=pooled_rows[b % 2] + c0, planes=1, rows=1, cols=1)]
                     tiles.append(Tile([Step(loads)], vector, stores))
         return prologue, tiles
+
+    def _pool(self, out: int, sums: int, divisor: int, pooled: int, pixels: int, n: int, first: bool,
+              last: bool) -> tuple[list[Op], bool]:
+        """A tile's part of the global pool: fold its `pixels` x `n` int8 result at `out` into the running row at
+        `sums` (restarting it on an image's first row tile); on the last, the pooled int8 row at `pooled`. Returns
+        the vector work and whether the tile stores that row."""
+        specs = [REDUCE(op="sum" if self.pool == "avg" else "max", accumulate=int(not first), dst=sums,
+                        src_space="spad", src=out, rows=pixels, cols=n)]
+        if not last:
+            return specs, False
+        if self.pool == "avg":
+            return specs + [VDIV(dst_space="spad", dst=pooled, src1_space="acc", src1=sums, src2_space="acc",
+                                 src2=divisor, rows=1, cols=n, bcast=1, shift=0)], True
+        return specs + [VADDI(dst_space="spad", dst=pooled, src_space="acc", src=sums, count=n, imm=0)], True
 
     def _taps(self, ins: int, acc: int, weights: int, rows: int, n: int) -> list[Op]:
         """Every tap of every output row of a tile: the first tap overwrites the row's accumulators."""

@@ -219,12 +219,16 @@ class LayerBuilder:
 
     def _whole_image_pool(self, value: NodeValue) -> Node | None:
         """The global pool (a window over the whole image, keeping the type) that is `value`'s only reader."""
-        users = list(value.node.users)
-        pool = users[0] if len(users) == 1 and users[0].kind in ("AveragePool", "MaxPool") else None
-        if pool is None or not whole_image_window(pool) or len(value.type.shape) != 4 or \
-                (_scale(pool.result()), _zero(pool.result())) != (_scale(value), _zero(value)):
+        return self._global_pool_reader(value) if len(value.node.users) == 1 else None
+
+    def _global_pool_reader(self, value: NodeValue) -> Node | None:
+        """A global pool (a window over the whole image, keeping the type) among `value`'s readers: a
+        squeeze-and-excitation block's, beside the channel gate."""
+        if len(value.type.shape) != 4:
             return None
-        return pool
+        return next((user for user in value.node.users if user.kind in ("AveragePool", "MaxPool")
+                     and whole_image_window(user)
+                     and (_scale(user.result()), _zero(user.result())) == (_scale(value), _zero(value))), None)
 
     def _epilogue(self, value: NodeValue) -> tuple[list[EpilogueOp], NodeValue]:
         """The element-wise chain after a convolution's int8 result that its tiles can apply on chip
@@ -331,10 +335,16 @@ class LayerBuilder:
             shape = ConvShape(c, h, w, oc, oh, ow, *node.kernel, tuple(node.strides), tuple(node.dilations),
                               tuple(node.pads[:4]))
             bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
+            pool = self._global_pool_reader(end)
             layer = DepthwiseLayer.plan(shape, self.config, Image.of(x), Image.of(out),
                                         np.asarray(node.filter.node.value), bias, requant, _zero(node.input),
-                                        self.add_constant, tuple(epilogue))
+                                        self.add_constant, tuple(epilogue),
+                                        None if pool is None else "avg" if pool.kind == "AveragePool" else "max")
             if layer is not None:
+                if pool is not None:  # the tiles pool the result as they make it: the pool reads no DRAM
+                    self.fused.add(id(pool))
+                    self.values[pool.result()] = pooled = self._new(pool.result(), nhwc=True)
+                    layer.pooled = Image.of(pooled)
                 self.layers.append(Layer(node.name, node.kind, layer))
                 return
         for name, layer in grouped_layers(node, x, out, requant, self.config, self.add_constant, tuple(epilogue),
