@@ -66,6 +66,7 @@ def two_valued(kind: FieldKind) -> bool:
 
 
 def values(kind: FieldKind) -> tuple[FieldValue, ...]:
+    """The two values of a two-valued kind."""
     return kind.names or (kind.lo, kind.hi)
 
 
@@ -144,6 +145,7 @@ class State:
 
 
 def random_state(rng: np.random.Generator, dram_backing: int, palettes: dict[str, tuple[int, int] | None]) -> State:
+    """Memories (and the LUT) of random contents, each memory's values from its palette."""
     def fill(dtype: type, size: int, palette: tuple[int, int] | None) -> np.ndarray:
         if palette is None:
             return rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, size, dtype, endpoint=True)
@@ -196,6 +198,7 @@ def covered(found: tuple[Extent, ...], state: State, write: bool) -> dict[str, n
 
 
 def addresses(mask: np.ndarray) -> str:
+    """Where a failure is, in its message: how many elements, and the first."""
     at = np.flatnonzero(mask)
     return f"{at.size} elements from {at[0]:#x}" if at.size else "none"
 
