@@ -16,7 +16,7 @@ from .families import dma, matrix, vector
 from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
                      validate_table)
 
-ISA_VERSION = (2, 3)
+ISA_VERSION = (2, 4)
 """(major, minor): major changes with any incompatible encoding or semantics, minor when instructions are
 added; a binary records the version it was built for."""
 
@@ -413,6 +413,19 @@ A layer's requantization and the activation table after it (a SiLU, a HardSwish:
 pass: REQUANT followed by LUT gives the same bytes.""", "vector-unary",
               semantics=vector.requant_lut, extents=vector.requant_extents,
               timing=lanes(vector.rows_by_cols, multiplies=True)),
+    InstrSpec("REQUANT_MUL", 0x32, Engine.VECTOR, (
+        F("dst", 22, SPAD_ADDR, "int8 result, rows x cols dense"),
+        F("src", 44, SPAD_ADDR, "int8 source, rows x cols dense"),
+        F("scale", 66, ACC_ADDR, "int32 row of cols factors, one per column"),
+        F("rows", 86, COUNT16, "rows"),
+        F("cols", 102, COUNT16, "elements per row (channels)"),
+    ), """\
+REQUANT of a product: for r < rows, c < cols, x = spad[src + r*cols + c] * acc[scale + c] (exact, in 64 bits)
+takes REQUANT's place of acc[src + r*cols + c] (CONFIG_REQUANT's parameters, bias row and clamp): `spad[dst +
+r*cols + c]` = the int8 REQUANT would store. A channel gate (an image times a per-channel factor computed at run
+time, squeeze-and-excitation) in one pass: VMUL into the accumulator followed by REQUANT gives the same bytes.""",
+        "vector-unary", semantics=vector.requant_mul, extents=vector.requant_mul_extents,
+        timing=lanes(vector.rows_by_cols, multiplies=True)),
 ]
 
 INSTRUCTIONS: tuple[InstrSpec, ...] = (*CONTROL, *DMA, *MATRIX, *VECTOR)

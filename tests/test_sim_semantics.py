@@ -278,6 +278,26 @@ def case_requant_lut(rng):
     assert spad(fused, 0x100, rows * cols).tolist() == spad(spelled, 0x100, rows * cols).tolist()
 
 
+def case_requant_mul(rng):
+    """int8 rows times an int32 row of factors, exact, then REQUANT (bias row, per-tensor scale, clamp): the same
+    bytes as VMUL into the accumulator then REQUANT (a channel gate's two passes)."""
+    rows, cols = 6, 9
+    x, scale, bias = operand(rng, "spad", rows * cols), rng.integers(-255, 256, cols), operand(rng, "acc", cols) // 4
+    p = Program()
+    p.put("spad", 0x40, x)
+    p.put("acc", 0x10, scale)
+    p.put("acc", 0x200, bias)
+    config = ("CONFIG_REQUANT multiplier=1518500250 shift=6 zero_point=3 clamp_lo=-128 clamp_hi=120 per_channel=0 "
+              "table=0 bias_row=1 bias=0x200")
+    fused = p.run(config, f"REQUANT_MUL dst=0x100 src=0x40 scale=0x10 rows={rows} cols={cols}")
+    want = [requant_reference(int(x[r * cols + c]) * int(scale[c]) + int(bias[c]), 1518500250, 6, 3, -128, 120)
+            for r in range(rows) for c in range(cols)]
+    assert spad(fused, 0x100, rows * cols).tolist() == want
+    spelled = p.run(config, f"VMUL dst_space=acc dst=0x400 src1_space=spad src1=0x40 src2_space=acc src2=0x10 "
+                    f"rows={rows} cols={cols} bcast=1", f"REQUANT dst=0x100 src=0x400 rows={rows} cols={cols}")
+    assert spad(fused, 0x100, rows * cols).tolist() == spad(spelled, 0x100, rows * cols).tolist()
+
+
 def pool_reference(image, op, kh, kw, sh, sw, pt, pb, pl, pr, count_pad, pad_value):
     h, w, c = image.shape
     oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
@@ -469,7 +489,7 @@ CASES: dict[str, Callable] = {
     "REQUANT": case_requant, "CONFIG_REQUANT": case_requant,
     "CLAMP": case_clamp, "CONFIG_CLAMP": case_clamp,
     "LUT": case_lut, "LUT_LOAD": case_lut, "LUT32": case_lut32, "VDIV": case_divide,
-    "VMAC": case_mac, "VADD_LUT": case_add_lut, "REQUANT_LUT": case_requant_lut,
+    "VMAC": case_mac, "VADD_LUT": case_add_lut, "REQUANT_LUT": case_requant_lut, "REQUANT_MUL": case_requant_mul,
     "POOL": case_pool, "CONFIG_POOL": case_pool,
     "REDUCE": case_reduce,
     "MATMUL": case_matmul, "CONFIG_MATMUL": case_matmul,

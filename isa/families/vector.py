@@ -71,7 +71,19 @@ def unary_extents(i: Instr, r: Registers) -> list[Extent]:
 
 
 def requant(state: State, i: Instr, r: Registers) -> list[Write]:
-    x = read(state, "acc", i.src, i.rows * i.cols).reshape(i.rows, i.cols).astype(np.int64)
+    return write_to(state.spad, i.dst, _requantized(state, read(state, "acc", i.src, i.rows * i.cols), i, r))
+
+
+def requant_mul(state: State, i: Instr, r: Registers) -> list[Write]:
+    """The int8 rows at src times the int32 row at scale, exactly, requantized as REQUANT does."""
+    x = read(state, "spad", i.src, i.rows * i.cols).reshape(i.rows, i.cols).astype(np.int64)
+    return write_to(state.spad, i.dst, _requantized(state, x * read(state, "acc", i.scale, i.cols).astype(np.int64),
+                                                    i, r))
+
+
+def _requantized(state: State, x: np.ndarray, i: Instr, r: Registers) -> np.ndarray:
+    """REQUANT's int8 of the rows x cols int64 values `x` under the CONFIG_REQUANT registers `r`."""
+    x = x.reshape(i.rows, i.cols).astype(np.int64)
     if r["bias_row"]:
         x = x + read(state, "acc", r["bias"], i.cols).astype(np.int64)
     multiplier, shift = r["multiplier"], r["shift"]
@@ -85,8 +97,7 @@ def requant(state: State, i: Instr, r: Registers) -> list[Write]:
             c = int(bad[0])
             raise ExecutionFault(f"per-channel requantize entry {c} at spad {r['table'] + 8 * c:#x} has multiplier "
                                  f"{multiplier[c]} and shift {shift[c]} (need >= 0 and -31..31)")
-    q = numerics.requantize(x, multiplier, shift, r["zero_point"], r["clamp_lo"], r["clamp_hi"])
-    return write_to(state.spad, i.dst, q)
+    return numerics.requantize(x, multiplier, shift, r["zero_point"], r["clamp_lo"], r["clamp_hi"])
 
 
 def requant_lut(state: State, i: Instr, r: Registers) -> list[Write]:
@@ -97,10 +108,21 @@ def requant_lut(state: State, i: Instr, r: Registers) -> list[Write]:
 
 def requant_extents(i: Instr, r: Registers) -> list[Extent]:
     size = i.rows * i.cols
+    return [Extent("acc", i.src, i.src + size, False), *_requant_tables(i, r), Extent("spad", i.dst, i.dst + size, True)]
+
+
+def requant_mul_extents(i: Instr, r: Registers) -> list[Extent]:
+    size = i.rows * i.cols
+    return [Extent("spad", i.src, i.src + size, False), Extent("acc", i.scale, i.scale + i.cols, False),
+            *_requant_tables(i, r), Extent("spad", i.dst, i.dst + size, True)]
+
+
+def _requant_tables(i: Instr, r: Registers) -> list[Extent]:
+    """What a requantization reads besides its values: the per-channel table, the bias row."""
     table = [Extent("spad", r["table"], r["table"] + REQUANT_ENTRY_BYTES * i.cols, False)] if r["per_channel"] else []
     if r["bias_row"]:
         table.append(Extent("acc", r["bias"], r["bias"] + i.cols, False))
-    return [Extent("acc", i.src, i.src + size, False), *table, Extent("spad", i.dst, i.dst + size, True)]
+    return table
 
 
 def clamp(state: State, i: Instr, r: Registers) -> list[Write]:

@@ -166,7 +166,7 @@ def test_global_pool_in_the_convolution_that_makes_its_input(kind, hw, config, f
 def test_squeeze_and_excitation_pool_in_the_depthwise_convolution(kind, batch, hw, config):
     """A global pool beside the channel gate, both reading a depthwise convolution's result, runs in the
     convolution's tiles (REDUCE per tile into a running row, VDIV or VADDI on an image's last row tile): no pool
-    layer, the image still written for the gate."""
+    layer, the image still written for the gate, which multiplies and requantizes in one pass."""
     c = 24
     b = NetBuilder((batch, 8, hw, hw))
     image = b.node("Relu", [b.node("Conv", [b.conv("x", 8, c, 1, 0), b.weight((c, 1, 3, 3)), b.weight((c,))],
@@ -178,6 +178,9 @@ def test_squeeze_and_excitation_pool_in_the_depthwise_convolution(kind, batch, h
     assert [body.pool for body in depthwise] == ["max" if kind == "MaxPool" else "avg"]
     assert not any(layer.kind in ("AveragePool", "MaxPool") for layer in npu.compiled.layers)
     assert any(layer.kind == "Mul" for layer in npu.compiled.layers)
+    # the gate multiplies and requantizes in one pass (REQUANT_MUL), the products never in the accumulator
+    mnemonics = {i.mnemonic for i in npu.compiled.binary.instructions}
+    assert "REQUANT_MUL" in mnemonics and "VMUL" not in mnemonics
 
 
 def _batchnorm_net(c: int, hw: int, relu: bool = True, seed: int = 0):

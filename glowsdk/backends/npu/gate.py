@@ -5,10 +5,11 @@ image by a gate the network computes (global pool, two 1 x 1 convolutions, a sig
 shape N x C x 1 x 1. The quantizer gives it as `Rescale(Mul(x, s))`, the exact int32 product
 (q_x - z_x) * (q_s - z_s) then one requantization. On an NHWC image a chunk of whole pixels is a
 pixels x C matrix and s is one row broadcast over it. The row g = q_s - z_s and the bias row -z_x * g are
-made once per tile (VSUBI, VMULI on C elements); then two passes over the chunk: VMUL of the int8 pixels
-by g (bcast) into the accumulator, and REQUANT with the bias row added, so q_x * g - z_x * g is the exact
-product (|q| <= 128 and |g| <= 255 keep every term within 17 bits). A tile is one chunk of pixels of one
-batch element (and one channel block when a pixel is too wide); its gate row is loaded with it.
+made once per tile (VSUBI, VMULI on C elements); then one pass over the chunk: REQUANT_MUL multiplies the
+int8 pixels by g and requantizes with the bias row added, so q_x * g - z_x * g is the exact product (|q| <= 128
+and |g| <= 255 keep every term within 17 bits), and the products never occupy the accumulator. A tile is one
+chunk of pixels of one batch element (and one channel block when a pixel is too wide); its gate row is loaded
+with it.
 """
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from isa.config import ArchConfig
 
 from ...errors import UnsupportedError
 from .gemm import Requant
-from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, LOAD, REQUANT, STORE, VMUL, VMULI, VSUBI, Op
+from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, LOAD, REQUANT_MUL, STORE, VMULI, VSUBI, Op
 from .pipeline import Step, Tile
 from .scratchpad import LINE, align
 from .tensors import DramTensor
 
 MAX_COLS = 65535
-"""VMUL and REQUANT count the columns of a row in 16 bits."""
+"""REQUANT_MUL counts the columns of a row in 16 bits."""
 
 
 TILES = 4
@@ -45,13 +46,13 @@ class GateLayer:
 
     def _fit(self, config: ArchConfig) -> tuple[int, int]:
         """(channels per block, pixels per tile): two slots of (pixels x block input and output, a gate row) in the
-        scratchpad; in the accumulator two slots of (gate row, bias row), then two of pixels x block products."""
+        scratchpad; in the accumulator two slots of (gate row, bias row)."""
         _, channels, h, w = self.source.shape
         spad, acc = config.scratchpad_bytes // 2, config.accumulator_bytes // 4
 
         def pixels(block: int) -> int:  # less a line per buffer: each is rounded up to whole lines
-            return min(-(-h * w // TILES), (spad - align(block) - 2 * LINE) // (2 * block),
-                       (acc - 4 * block) // (2 * block), 65535)
+            return min(-(-h * w // TILES), (spad - align(block) - 2 * LINE) // (2 * block), 65535) \
+                if 4 * block <= acc else 0
 
         block = min(channels, MAX_COLS)
         while block > 1 and pixels(block) < 1:
@@ -75,9 +76,7 @@ class GateLayer:
                     slot = len(tiles) % 2
                     x = slot * (2 * span + row)
                     out, s = x + span, x + 2 * span
-                    # accumulator words: the rows first (REQUANT reads its bias row through 19 bits), then products
-                    gate, bias = slot * 2 * block, slot * 2 * block + block
-                    ax = 4 * block + slot * pixels * block
+                    gate, bias = slot * 2 * block, slot * 2 * block + block  # accumulator words
                     offset = b * x_stride[0] + p0 * x_stride[3] + c0 * x_stride[1]
                     loads: list[Op] = [
                         CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=x_stride[3], elem_bytes=cb),
@@ -91,13 +90,11 @@ class GateLayer:
                               imm=self.gate_zero),
                         VMULI(dst_space="acc", dst=bias, src_space="acc", src=gate, count=cb,
                               imm=-self.x_zero),
-                        VMUL(dst_space="acc", dst=ax, src1_space="spad", src1=x, src2_space="acc", src2=gate,
-                             rows=k, cols=cb, bcast=1),
                         CONFIG_REQUANT(multiplier=int(self.requant.multipliers[0]),
                                        shift=int(self.requant.shifts[0]), zero_point=self.requant.zero,
                                        clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=1,
                                        bias=bias),
-                        REQUANT(dst=out, src=ax, rows=k, cols=cb)]
+                        REQUANT_MUL(dst=out, src=x, scale=gate, rows=k, cols=cb)]
                     stores: list[Op] = [
                         CONFIG_STORE(row_stride=0, plane_stride=0, col_stride=self.result.strides[3],
                                      elem_bytes=cb),
