@@ -108,7 +108,8 @@ def requant_lut(state: State, i: Instr, r: Registers) -> list[Write]:
 
 def requant_extents(i: Instr, r: Registers) -> list[Extent]:
     size = i.rows * i.cols
-    return [Extent("acc", i.src, i.src + size, False), *_requant_tables(i, r), Extent("spad", i.dst, i.dst + size, True)]
+    return [Extent("acc", i.src, i.src + size, False), *_requant_tables(i, r),
+            Extent("spad", i.dst, i.dst + size, True)]
 
 
 def requant_mul_extents(i: Instr, r: Registers) -> list[Extent]:

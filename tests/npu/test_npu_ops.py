@@ -160,7 +160,7 @@ def test_global_pool_in_the_convolution_that_makes_its_input(kind, hw, config, f
 
 @pytest.mark.parametrize("kind,batch,hw,config", [
     ("GlobalAveragePool", 1, 14, "default"),  # several row tiles: a running sum, divided on the last
-    ("MaxPool", 2, 9, "edge"),                # a window of the whole image; two images: the running row restarts, the pooled rows alternate
+    ("MaxPool", 2, 9, "edge"),                # the whole image's window; the running row restarts per image
     ("GlobalAveragePool", 3, 5, "edge"),
 ])
 def test_squeeze_and_excitation_pool_in_the_depthwise_convolution(kind, batch, hw, config):

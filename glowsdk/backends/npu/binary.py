@@ -44,6 +44,8 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after
     elif isinstance(body, DepthwiseLayer):
         prologue, tiles = body.tiles(base, plan.constants.base)
         emit_layer(em, tiles, prologue)
+        if isinstance(after, GemmLayer) and after.prefetched is not None:
+            emit_prefetch(em, after, plan.constants.base)
     elif isinstance(body, BatchMatMulLayer):
         tiles, matmul_config = body.tiles(base, plan.constants.base, config)
         emit_layer(em, tiles, body.prologue(plan.constants.base), matmul_config)

@@ -160,6 +160,14 @@ class DepthwiseLayer:
         return Workload(pixels * c * taps, "vector", constants, batch * s.height * s.width * c + adds * pixels * c,
                         pixels * c + (batch * c if self.pool else 0))
 
+    def spad_end(self) -> int:
+        """The end of the scratchpad the layer uses: its tables and weights, its two slots, a pool's rows."""
+        s, adds = self.shape, sum(isinstance(op, AddTensor) for op in self.epilogue)
+        ins, out, _ = _Budget(s, 0, adds).slot(self.rows, self.block)
+        slot_bytes = ins + out * (1 + adds)
+        return ((align(8 * s.channels) if self.requant.per_channel else 0) + LUT_BYTES * len(tables(self.epilogue))
+                + align(s.kh * s.kw * s.channels) + 2 * slot_bytes + (2 * align(s.channels) if self.pool else 0))
+
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Op], list[Tile]]:
         """(prologue, tiles) with absolute DRAM addresses."""
         s, c_all, taps = self.shape, self.shape.channels, self.shape.kh * self.shape.kw

@@ -37,8 +37,8 @@ from sim.timing import matmul_cycles
 from ...errors import UnsupportedError
 from ...numerics import requantize
 from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE,
-                           LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, REQUANT_LUT, STORE, VADD, VADD_LUT, VADDI, VDIV,
-                           VSUBI, Op)
+                           LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, REQUANT_LUT, STORE, VADD, VADD_LUT, VADDI,
+                           VDIV, VSUBI, Op)
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor

@@ -1,4 +1,4 @@
-"""Weights across a barrier: a convolution layer loads the first weight block of the one after it.
+"""Weights across a barrier: a convolution layer (a depthwise one too) loads the next one's first weight block.
 
 Layers run one after another (emitter.py): the next layer's first step waits for the barrier, then for its
 input rows and its weight block, before the array starts. The weights are constants, which no layer writes,
@@ -17,6 +17,7 @@ from __future__ import annotations
 from isa.config import ArchConfig
 
 from .emitter import Emitter, Sync
+from .depthwise import DepthwiseLayer
 from .gemm import GemmLayer, config_load, load
 from .layers import Layer
 from .pipeline import PREFETCH
@@ -25,15 +26,17 @@ from .scratchpad import align, align_down
 
 def plan_prefetches(layers: list[Layer], config: ArchConfig) -> None:
     """Mark each convolution layer whose first weight block the convolution layer before can load
-    (`GemmLayer.prefetched`: where that block goes)."""
+    (`GemmLayer.prefetched`: where that block goes); a depthwise layer before is never prefetched itself."""
     if config.semaphores <= PREFETCH:
         return
     for before, layer in zip(layers, layers[1:]):
         prev, body = before.body, layer.body
-        if not (isinstance(prev, GemmLayer) and isinstance(body, GemmLayer)) or \
-                any(gemm.groups != 1 or gemm.pool for gemm in (prev, body)):
+        if not isinstance(body, GemmLayer) or body.groups != 1 or body.pool:
             continue
-        if prev.prefetched is not None and prev.steps() < 3:
+        if isinstance(prev, GemmLayer):
+            if prev.groups != 1 or prev.pool or prev.prefetched is not None and prev.steps() < 3:
+                continue
+        elif not isinstance(prev, DepthwiseLayer):
             continue
         _, rows, width = body.first_weights()
         address = align_down(config.scratchpad_bytes - align(rows * width))
