@@ -229,6 +229,19 @@ class Backend(ABC):
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
         """Compile a verified, lowered, scheduled function for this backend."""
 
+    def load_compiled(self, function: Function, options: CompileOptions) -> CompiledFunction | None:
+        """A compile of the imported `function` with `options` that this backend kept from an earlier one
+        (`keep_compiled`, e.g. in a compile cache), or None: the default keeps none.
+
+        The pipeline asks before it optimises or lowers, and only where nothing in between could differ (its
+        default passes, no stage hooks, instrumentation or quantization), so a hit costs neither that work nor
+        the memory of the optimised graph's folded weights."""
+        return None
+
+    def keep_compiled(self, function: Function, options: CompileOptions, compiled: CompiledFunction) -> None:
+        """Told, where `load_compiled` was asked and missed, that the imported `function` compiled with `options`
+        entirely on this backend to `compiled`; the default forgets it."""
+
 
 def unsupported_nodes(function: Function, backend: Backend) -> list[Node]:
     """The nodes `backend` cannot run (storage and Save are structural, always fine)."""

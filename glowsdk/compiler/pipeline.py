@@ -4,6 +4,9 @@ verify -> graph optimisation -> lowering (driven by the backend) -> post-lowerin
 optimisation -> quantization (when a profile is given) and its pipeline -> the
 backend's target-specific transform -> the memory-minimising schedule -> compile. The input function is cloned first, so one imported network
 can be compiled many times.
+Called without stage hooks, instrumentation, quantization or passes of its own, the pipeline first asks
+the backend for a compile of the imported function it kept (`Backend.load_compiled`, the cpu compile
+cache), before doing any of that work, and tells it after a whole compile (`Backend.keep_compiled`).
 `on_stage(stage, function)` lets callers dump or count nodes between stages.
 `instrument(function)` edits the lowered, optimised function in place right after
 the post-lowering pipeline (and its "lowered" hook), before the backend's
@@ -22,7 +25,7 @@ from ..graph.node import Node
 from ..progress import Progress
 from .backend import Backend, CompiledFunction, CompileOptions, QuantizationReport, unsupported_nodes
 from .lowering.driver import lower_function
-from .partition.hetero import compile_partitioned
+from .partition.hetero import PartitionedFunction, compile_partitioned
 from .partition.placement import FALLBACK, compute_nodes, place, supported_sides
 from .passes import FLOAT_WEIGHTS, GRAPH_OPTIMIZATION, POST_LOWERING, QUANTIZATION, PassManager
 from .schedule import schedule
@@ -55,7 +58,8 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
                      verify_each: bool = False, instrument: Instrument | None = None,
                      quantization: Quantization | None = None,
                      fallbacks: Sequence[Backend] = ()) -> CompiledFunction:
-    """Optimise, lower (and quantize, given a profile) and compile a copy of `function` for `backend`.
+    """Optimise, lower (and quantize, given a profile) and compile a copy of `function` for `backend`;
+    or, called with none of the optional hooks or passes, what `backend.load_compiled` kept of it.
 
     Support is decided on the graph `backend` will see (lowered, constant-folded, quantized). Nodes it
     cannot run go to the first of `fallbacks` that runs them (a `PartitionedFunction` then runs the
@@ -66,11 +70,22 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
     fallbacks = [f for f in fallbacks if f.name != backend.name]
     options = _check_options(backend, fallbacks, options)
     backend.compile_options = options
+    reusable = passes is None and on_stage is None and instrument is None and quantization is None \
+        and not verify_each
     with Progress(f"compiling for {backend.name}", None, "") as bar:
+        if reusable:
+            bar.label("looking for a kept compile")
+            function.verify()
+            kept = backend.load_compiled(function, options)
+            if kept is not None:
+                return kept
         bar.label("copying the graph")
         hook = _showing_steps(bar, backend, quantization is not None, on_stage or (lambda stage, fn: None))
-        return _compile(function, backend, options, passes or PassManager(), hook, verify_each, instrument,
-                        quantization, fallbacks)
+        compiled = _compile(function, backend, options, passes or PassManager(), hook, verify_each, instrument,
+                            quantization, fallbacks)
+    if reusable and not isinstance(compiled, PartitionedFunction):
+        backend.keep_compiled(function, options, compiled)
+    return compiled
 
 
 def _showing_steps(bar: Progress, backend: Backend, quantizing: bool, hook: StageHook) -> StageHook:

@@ -8,8 +8,9 @@ import pytest
 from mlp_util import mlp
 
 import glowsdk
-from glowsdk.backends.cpu.cache import SUFFIX, CompileCache
+from glowsdk.backends.cpu.cache import IMPORTED_SUFFIX, SUFFIX, CompileCache
 from glowsdk.cli.main import main
+from glowsdk.compiler import pipeline
 
 TOL = 1e-4
 
@@ -123,3 +124,28 @@ def test_cli_uses_the_cache_unless_told_not_to(tmp_path, capsys):
     assert main(["compile", str(path), "--target", "cpu", "--no-cache"]) == 0
     assert hit not in capsys.readouterr().out
     assert main(["run", str(path), "--target", "cpu"]) == 0
+
+
+def test_a_hit_on_the_imported_graph_skips_optimising_and_lowering(cache_dir, monkeypatch):
+    first = compiled()
+    record, = cache_dir.glob(f"*{IMPORTED_SUFFIX}")
+    assert record.read_text() == first.cache_key
+
+    prepare = pipeline.prepare_function
+
+    def refuse(function, backend, **kwargs):
+        assert backend.name != "cpu", "the pipeline optimised and lowered a graph the cache holds"
+        return prepare(function, backend, **kwargs)
+
+    monkeypatch.setattr(pipeline, "prepare_function", refuse)
+    again = compiled()
+    assert again.from_cache and again.cache_key == first.cache_key
+
+
+def test_a_record_whose_entry_is_gone_compiles_afresh(cache_dir):
+    compiled()
+    for path in entries(cache_dir):
+        path.unlink()
+    again = compiled()
+    assert not again.from_cache and len(entries(cache_dir)) == 1
+    assert compiled().from_cache

@@ -33,7 +33,7 @@ from ...graph.function import Function
 from ...graph.inputs import check_inputs, declared_inputs
 from ...graph.node import Node, Placeholder
 from . import bundle
-from .cache import CompileCache, cache_key
+from .cache import CompileCache, cache_key, imported_key
 from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step
 from .codegen.threads import PARALLEL_MIN_US
 from .image import CpuImage, aligned_bytes
@@ -100,6 +100,8 @@ class CpuFunction(CompiledFunction):
         self.steps = steps
         self.llvm_ir = llvm_ir
         self.from_cache = program is None
+        self.cache_key: str | None = None
+        """The compile cache key it was stored or found under (None without the `cache` option)."""
         self.jit = JitModule(image.object_code, image.exports, ENTRY)
         self._thread_entry = self.jit.functions[THREAD_ENTRY]
         self._constants = image.constants
@@ -198,6 +200,8 @@ class CpuBackend(Backend):
     options = OPTIONS
     flags = FLAGS
     primitives = {kind: record.elems for kind, record in KERNELS.items() if kind in PRIMITIVES}
+    _imported: tuple[Function, str, CompileCache] | None = None
+    """The imported function `load_compiled` missed, its key and the cache asked, until `keep_compiled`."""
 
     def is_op_supported(self, node: Node) -> bool:
         return super().is_op_supported(node) and KERNELS[node.kind].supports(node)
@@ -209,36 +213,80 @@ class CpuBackend(Backend):
                           link_bytes_per_second=float("inf"), launch_seconds=0.0)
 
     def compile(self, function: Function, options: CompileOptions) -> CompiledFunction:
-        unknown = set(options.extra) - set(OPTIONS)
-        if unknown:
-            raise UnsupportedError(f"the cpu backend takes no option(s) {', '.join(sorted(unknown))}; "
-                                   f"it takes {', '.join(OPTIONS)}")
-        threads = thread_count(options.extra.get("threads", 1))
-        split_min_us = options.extra.get("split_min_us", PARALLEL_MIN_US)
-        if isinstance(split_min_us, bool) or not isinstance(split_min_us, (int, float)) or not split_min_us >= 0:
-            raise UnsupportedError(f"the cpu backend's split_min_us option must be a number of microseconds, "
-                                   f"at least 0, got {split_min_us!r}")
-        pin = options.extra.get("pin_threads", True)
-        if not isinstance(pin, bool):
-            raise UnsupportedError(f"the cpu backend's pin_threads option must be true or false, got {pin!r}")
-        compiled = self._compile(function, options)
-        compiled.threads, compiled.pin_threads = threads, pin
-        return compiled
+        return _configured(self._compile(function, options), options)
+
+    def load_compiled(self, function: Function, options: CompileOptions) -> CompiledFunction | None:
+        """With the `cache` option, the entry compiled from the imported `function` (cache.py's `.glowkey`
+        records): loaded without optimising, lowering or building the IR."""
+        self._imported = None
+        if not options.extra.get("cache") or _dumps(options):
+            return None
+        _settings(options)
+        cache = CompileCache()
+        key = imported_key(function, _keyed(options))
+        found = cache.load_imported(key)
+        if found is not None:
+            compiled = CpuFunction(function, found[1])
+            compiled.cache_key = found[0]
+            return _configured(compiled, options)
+        self._imported = (function, key, cache)
+        return None
+
+    def keep_compiled(self, function: Function, options: CompileOptions, compiled: CompiledFunction) -> None:
+        imported = getattr(self, "_imported", None)
+        self._imported = None
+        if imported is not None and imported[0] is function and isinstance(compiled, CpuFunction) \
+                and compiled.cache_key is not None:
+            imported[2].store_imported(imported[1], compiled.cache_key)
 
     def _compile(self, function: Function, options: CompileOptions) -> CpuFunction:
+        _settings(options)
         if not options.extra.get("cache"):
             return compile_fresh(function, options)
-        cache = CompileCache()
-        key = cache_key(function, {k: v for k, v in options.extra.items() if k not in UNKEYED})
-        passes = options.ir_passes
-        dumps = any(options.extra.get(k) for k in ("dump_llvm", "dump_asm", "profile")) or (
-            passes is not None and bool(passes.dump_before or passes.dump_after))
-        image = None if dumps else cache.load(key)  # a compile asked to dump or profile what it builds builds it
+        cache = self._imported[2] if self._imported is not None else CompileCache()  # one warning a compile
+        key = cache_key(function, _keyed(options))
+        image = None if _dumps(options) else cache.load(key)  # a compile asked to dump or profile builds it
         if image is not None:
-            return CpuFunction(function, image)
-        compiled = compile_fresh(function, options)
-        cache.store(key, compiled.image)
+            compiled = CpuFunction(function, image)
+        else:
+            compiled = compile_fresh(function, options)
+            cache.store(key, compiled.image)
+        compiled.cache_key = key
         return compiled
+
+
+def _keyed(options: CompileOptions) -> dict[str, Any]:
+    """The options that change the machine code (what the cache keys)."""
+    return {k: v for k, v in options.extra.items() if k not in UNKEYED}
+
+
+def _dumps(options: CompileOptions) -> bool:
+    """Whether the compile is asked to dump or profile what it builds (so it builds it, never loads it)."""
+    passes = options.ir_passes
+    return any(options.extra.get(k) for k in ("dump_llvm", "dump_asm", "profile")) or (
+        passes is not None and bool(passes.dump_before or passes.dump_after))
+
+
+def _settings(options: CompileOptions) -> tuple[int, bool]:
+    """The run's thread count and pinning, once every option is checked (a bad one refused in one line)."""
+    unknown = set(options.extra) - set(OPTIONS)
+    if unknown:
+        raise UnsupportedError(f"the cpu backend takes no option(s) {', '.join(sorted(unknown))}; "
+                               f"it takes {', '.join(OPTIONS)}")
+    threads = thread_count(options.extra.get("threads", 1))
+    split_min_us = options.extra.get("split_min_us", PARALLEL_MIN_US)
+    if isinstance(split_min_us, bool) or not isinstance(split_min_us, (int, float)) or not split_min_us >= 0:
+        raise UnsupportedError(f"the cpu backend's split_min_us option must be a number of microseconds, "
+                               f"at least 0, got {split_min_us!r}")
+    pin = options.extra.get("pin_threads", True)
+    if not isinstance(pin, bool):
+        raise UnsupportedError(f"the cpu backend's pin_threads option must be true or false, got {pin!r}")
+    return threads, pin
+
+
+def _configured(compiled: CpuFunction, options: CompileOptions) -> CpuFunction:
+    compiled.threads, compiled.pin_threads = _settings(options)
+    return compiled
 
 
 def compile_fresh(function: Function, options: CompileOptions) -> CpuFunction:

@@ -6,7 +6,12 @@ schedule order; it follows from the model bytes and the graph-level options such
 as batch and quantization), every backend option that changes code, the host
 CPU's name and features, the LLVM and llvmlite versions, and glowsdk's version
 and source digest (an edited kernel is a new compiler, so no stale code is
-reused while developing). An entry is one image file (image_file.py) named by
+reused while developing). The imported graph (what the pipeline starts from, before
+optimisation and lowering) has a key of its own, computed alike (`imported_key`):
+a small `.glowkey` file named by it holds the key of the entry its compile made,
+so a second `glowsdk run` finds its entry without optimising or lowering the graph
+again (whose folded weights would stay in the process's memory); the entry still
+carries and checks its own key. An entry is one image file (image_file.py) named by
 its key under `$GLOWSDK_CACHE_DIR/cpu` (default `$XDG_CACHE_HOME/glowsdk/cpu`, else ~/.cache/glowsdk/cpu); one that is
 truncated, corrupt or written for another key is discarded and recompiled.
 Writes go through a temporary file and a rename, so concurrent compiles are
@@ -36,7 +41,7 @@ import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -51,6 +56,8 @@ from .image_file import FORMAT_VERSION, ImageFileError, describe_image, digests,
 from .jit import host_cpu
 
 SUFFIX = ".glowcpu"
+IMPORTED_SUFFIX = ".glowkey"
+"""A file named by an imported graph's key, holding the key of the entry compiled from it."""
 DEFAULT_MAX_MB = 4096
 
 
@@ -158,6 +165,12 @@ def cache_key(function: Function, options: Mapping[str, Any]) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
+def imported_key(function: Function, options: Mapping[str, Any]) -> str:
+    """The key of compiling the imported (not yet optimised) `function` through the whole pipeline with
+    `options`: the same digest as `cache_key`, told apart from it."""
+    return cache_key(function, {**options, "__stage__": "imported"})
+
+
 class CompileCache:
     """Image files by key in one folder."""
 
@@ -213,24 +226,56 @@ class CompileCache:
             os.utime(path)  # the least recently used entries go first
         return image
 
+    def load_imported(self, imported: str) -> tuple[str, CpuImage] | None:
+        """The key and image of the entry compiled from the imported graph keyed `imported`, or None (no such
+        record, one that is not this user's alone, or its entry gone or bad)."""
+        if not self.trusted():
+            return None
+        path = self.folder / f"{imported}{IMPORTED_SUFFIX}"
+        try:
+            why = unsafe(path, follow=False)
+            if why is not None:
+                warnings.warn(f"compile cache record {path} {why}: not used, compiling afresh", UnsafeCacheWarning,
+                              stacklevel=2)
+                return None
+            key = path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        if len(key) != 64 or not all(c in "0123456789abcdef" for c in key):
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+            return None
+        image = self.load(key)
+        return None if image is None else (key, image)
+
     def store(self, key: str, image: CpuImage) -> None:
         """Save `image` under `key`, then trim the folder; a cache that cannot be written is skipped."""
+        if self._write(self.path(key), lambda stream: write_image(stream, image, key)):
+            with contextlib.suppress(OSError):
+                self._trim()
+
+    def store_imported(self, imported: str, key: str) -> None:
+        """Record that the imported graph keyed `imported` compiled to the entry `key`."""
+        self._write(self.folder / f"{imported}{IMPORTED_SUFFIX}", lambda stream: stream.write(key.encode()))
+
+    def _write(self, path: Path, write: Callable[[BinaryIO], object]) -> bool:
+        """Write `path` in the folder through a temporary file and a rename; False where it cannot be written."""
         try:
             self.folder.parent.parent.mkdir(parents=True, exist_ok=True)
             for folder in (self.folder.parent, self.folder):
                 folder.mkdir(mode=0o700, exist_ok=True)
             if not self.trusted():
-                return
+                return False
             fd, partial = tempfile.mkstemp(dir=self.folder, suffix=".partial")
             try:
                 with os.fdopen(fd, "wb") as stream:
-                    write_image(stream, image, key)
-                os.replace(partial, self.path(key))
+                    write(stream)
+                os.replace(partial, path)
             finally:
                 Path(partial).unlink(missing_ok=True)
-            self._trim()
+            return True
         except OSError:
-            return
+            return False
 
     def entries(self) -> list[CacheEntry]:
         """The stored images, the most recently used first (partial writes included: they take space too)."""
@@ -260,6 +305,8 @@ class CompileCache:
                 continue
             removed += 1
             freed += entry.bytes
+        for path in self.folder.glob(f"*{IMPORTED_SUFFIX}") if self.folder.is_dir() else ():
+            path.unlink(missing_ok=True)
         return removed, freed
 
     def _trim(self) -> None:
