@@ -36,7 +36,7 @@ from . import bundle
 from .cache import CompileCache, cache_key, imported_key
 from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step
 from .codegen.threads import PARALLEL_MIN_US
-from .image import CpuImage, aligned_bytes
+from .image import CpuImage, aligned_bytes, constant_region
 from .jit import JitModule, compile_object, host_cpu, host_description, host_machine
 from .kernels import KERNELS
 from .parallel import ThreadPool, thread_count
@@ -299,13 +299,15 @@ def compile_fresh(function: Function, options: CompileOptions) -> CpuFunction:
                             split_min_us=options.extra.get("split_min_us", PARALLEL_MIN_US))
     for step in steps:
         builder.add_step(step, KERNELS[step.instrs[0].kind].build)
-    module = builder.finish()
-    llvm_ir = str(module)
+    llvm_ir = str(builder.finish())
+    del builder  # its llvmlite module (Python objects as large as the text) goes before LLVM parses the text
     if options.extra.get("dump_llvm"):
         write_text(options.extra["dump_llvm"], llvm_ir, "--dump-llvm")
+    constants = constant_region(program)  # before LLVM's peak, so the weights' other copies are gone by then
     compiled = compile_object(llvm_ir, assembly=bool(options.extra.get("dump_asm")))
     if compiled.assembly is not None:
         write_text(options.extra["dump_asm"], compiled.assembly, "--dump-asm")
-    image = CpuImage.from_program(program, compiled.object_code, compiled.exports, machine.triple, host_cpu()[0])
+    image = CpuImage.from_program(program, compiled.object_code, compiled.exports, machine.triple, host_cpu()[0],
+                                  constants)
     return CpuFunction(function, image, program, steps, llvm_ir)
 

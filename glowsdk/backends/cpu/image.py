@@ -107,18 +107,11 @@ class CpuImage:
 
     @classmethod
     def from_program(cls, program: Program, object_code: bytes, exports: tuple[Signature, ...],
-                     triple: str, cpu: str) -> CpuImage:
-        """The image of `program` compiled to `object_code`: the constants the code reads (those the
-        plan still places: codegen/module.py compacts it) copied to their offsets."""
+                     triple: str, cpu: str, constants: np.ndarray | None = None) -> CpuImage:
+        """The image of `program` compiled to `object_code`, with its `constants` region (made by
+        `constant_region` when not given)."""
         plan = program.plan
-        constants = aligned_bytes(plan.constant_bytes)
-        for weight in program.ir.weights.values():
-            if weight.role == "constant" and weight.name in plan.constant_offsets:
-                if weight.value is None:
-                    raise UnsupportedError(f"constant weight %{weight.name} has no data")
-                offset = plan.address(weight)[1]
-                view = constants[offset:offset + weight.type.nbytes].view(weight.type.dtype)
-                np.copyto(view.reshape(weight.type.shape), weight.value)
+        constants = constant_region(program) if constants is None else constants
         bindings = tuple(Binding(w.name, w.role, w.type, plan.address(w)[1]) for w in placeholder_weights(program))
         return cls(object_code, exports, constants, plan.activation_bytes, plan.placeholder_bytes, bindings,
                    triple, cpu)
@@ -130,3 +123,25 @@ class CpuImage:
                 "placeholder_bytes": self.placeholder_bytes, "alignment": ALIGNMENT,
                 "bindings": [b.to_json() for b in self.bindings]}
 
+
+def constant_region(program: Program) -> np.ndarray:
+    """The constants region of `program`: the weights the code reads (those the plan still places:
+    codegen/module.py compacts it) copied to their offsets. Each such weight's value then becomes its
+    view of the region, and a constant the code does not read (a filter the kernels use packed) loses
+    its value, so that no second copy of a network's weights outlives the compile (resnet50's
+    folded filters, packed panels and region were 98 MB each)."""
+    plan = program.plan
+    constants = aligned_bytes(plan.constant_bytes)
+    for weight in program.ir.weights.values():
+        if weight.role != "constant":
+            continue
+        if weight.name not in plan.constant_offsets:
+            weight.value = None
+            continue
+        if weight.value is None:
+            raise UnsupportedError(f"constant weight %{weight.name} has no data")
+        offset = plan.address(weight)[1]
+        view = constants[offset:offset + weight.type.nbytes].view(weight.type.dtype).reshape(weight.type.shape)
+        np.copyto(view, weight.value)
+        weight.value = view
+    return constants
