@@ -3,8 +3,10 @@
 A pass is a small named object whose `run(function)` returns whether it changed
 anything. A pipeline is data: a named, printable list of entries, each a pass name
 and a mode ("once", or "fixpoint" to repeat until nothing changes). The manager
-verifies the function after every pass (naming the pass that broke it) and can
-dump the function before or after any pass.
+verifies the function after every pass that changed it (naming the pass that
+broke it; a pass that changed nothing leaves the function as it was verified,
+and a verification costs as much as most passes) and can dump the function
+before or after any pass.
 """
 from __future__ import annotations
 
@@ -110,7 +112,7 @@ class PassManager:
                 rounds += 1
                 step_changed = the_pass.run(function)
                 changed |= step_changed
-                if self.verify:
+                if self.verify and step_changed:
                     try:
                         function.verify()
                     except GraphError as err:

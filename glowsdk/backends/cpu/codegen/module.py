@@ -9,13 +9,14 @@ instead, one pointer per placeholder in `placeholder_weights` order:
 offset, and the JIT (backend.py) fills it with the caller's input arrays and
 the output arrays it returns, so a run copies no tensor in or out.
 Each step (one instruction, or a stack of element-wise ones) becomes an internal
-function of (constants, activations, one pointer per input or output it uses,
+function of (activations, packed, one pointer per group of its operands,
 thread, threads), named after its instructions so a dump reads like the IR, and
-the entry point calls them in program order. Every pointer argument is
-`noalias` (outputs overlap nothing, inputs are only read), which lets LLVM
-vectorise and reorder a kernel's loops as freely as within one region. Kernels
-return a status (0, or 1 for a run-time error such as a Gather index out of
-range); the entry point stops at the first failure.
+the entry point calls them in program order, passing each group's address
+(sharing.py: steps that differ only in their operands' addresses share one
+function). Every pointer argument is `noalias` (groups share no byte), which
+lets LLVM vectorise and reorder a kernel's loops freely. Kernels return a status
+(0, or 1 for a run-time error such as a Gather index out of range); the entry
+point stops at the first failure.
 
 Threads (threads.py): `glowsdk_thread(constants, activations, bindings, thread,
 threads)` is the same program run by thread `thread` of `threads`; a kernel that
@@ -29,14 +30,16 @@ synchronisation words after the scratch area, is known. With the `profile`
 option, counters.py charges each step's cycles to a counter.
 
 Kernels may also add packed constants (weights re-laid out at compile time,
-appended to the constants region as new weights) and use scratch memory (one
+appended to the constants region as new weights, reached from the `packed`
+argument: the address of the step's first one) and use scratch memory (one
 area after the activations, shared by kernels since they run one after another).
+`finish` then keeps in the constants region only the weights the code reads.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
 from llvmlite import ir
@@ -49,6 +52,7 @@ from ....names import fresh_name
 from .kinds import I8, I32, PTR, i64
 from .counters import StepCounters
 from .pool import add_pool
+from .sharing import Anchor, Operands, signature, step_operands
 from .threads import PARALLEL_MIN_US, SYNC_LINE, emit_shared, serial_nanoseconds, split, sync_bytes
 
 ENTRY = "glowsdk_main"
@@ -57,6 +61,9 @@ REGIONS = ("constants", "activations", "placeholders")
 """The entry point's arguments, in order."""
 THREAD_ARGUMENTS = ("constants", "activations", "bindings")
 """The pointer arguments of the thread entry (then thread and threads, i32)."""
+KERNEL_ARGUMENTS = ("activations", "packed")
+"""A kernel's first pointer arguments (then one per operand group, thread and threads): the
+activations region (its scratch area) and the step's first packed constant."""
 
 
 def placeholder_weights(program: Program) -> list[Weight]:
@@ -70,15 +77,19 @@ STATUS_OK, STATUS_OUT_OF_RANGE = 0, 1
 class KernelContext:
     """What a kernel builder sees: an IRBuilder inside the kernel's function, and operand addresses."""
 
-    def __init__(self, owner: ModuleBuilder, function: ir.Function, bound: Sequence[str]) -> None:
+    def __init__(self, owner: ModuleBuilder, function: ir.Function, operands: Operands) -> None:
         self.owner = owner
         self.module = owner.module
         self.function = function
         self._locals = ir.IRBuilder(function.append_basic_block("entry"))
         self._body = function.append_basic_block("body")
         self.builder = ir.IRBuilder(self._body)
-        self._bases = {"constants": function.args[0], "activations": function.args[1]}
-        self._bound = dict(zip(bound, function.args[2:]))
+        self._activations, self._packed = function.args[:2]
+        self._operands = operands
+        self._groups = function.args[len(KERNEL_ARGUMENTS):-2]
+        self.packing: list[tuple[_Packing, int]] = []
+        """The packed constants this kernel reads and their constants-region offsets, in the order
+        it asked for them."""
         self.thread, self.threads = function.args[-2:]
         self.parallel = False
         self.position: Callable[[], ir.Value] | None = None
@@ -92,39 +103,30 @@ class KernelContext:
         return split(self.builder, count, self.thread, self.threads)
 
     def address(self, value: Value) -> ir.Value:
-        """A pointer to the first byte of `value` (a weight, activation or view)."""
-        region, offset = self.owner.program.plan.address(value)
-        if region == "constants":
-            return self._constant_at(base_of(value).name, offset)
-        if region == "placeholders":
-            name = base_of(value).name
-            base = self._bound[name]
-            offset -= self.owner.program.plan.placeholder_offsets[name]
-        else:
-            base = self._bases[region]
+        """A pointer to the first byte of `value`, an operand of the step (a weight, activation or view)."""
+        group, offset = self._operands.place(value)
+        base = self._groups[group]
         if offset == 0:
             return base
         return self.builder.gep(base, [i64(offset)], inbounds=True, source_etype=I8)
 
-    def constant(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> ir.Value:
-        """A pointer to a compile-time constant array (e.g. weights packed into panels), made by
-        `make` once per `key` and appended to the constants region as a new weight."""
-        weight, offset = self.owner.packed(key, name, make)
-        return self._constant_at(weight, offset)
-
-    def _constant_at(self, weight: str, offset: int) -> ir.Value:
-        """A pointer `offset` bytes into the constants region, inside weight `weight` (the offset
-        moves when finish compacts the region: ModuleBuilder.relocate)."""
-        value = i64(offset)
-        pointer = self.builder.gep(self._bases["constants"], [value], inbounds=True, source_etype=I8)
-        self.owner.relocate(weight, pointer, value)
-        return pointer
+    def constant(self, weight: Weight, name: str, key: tuple[Hashable, ...],
+                 pack: Callable[[np.ndarray], np.ndarray]) -> ir.Value:
+        """A pointer to `pack(weight.value)`, a compile-time constant array (e.g. the weight packed
+        into panels) made once per (weight, `name`, `key`) and appended to the constants region as
+        a weight named `weight`.`name`. `weight` is an operand of the step, and `pack` depends on
+        nothing but the array it is given and `key` (the step's shapes and attributes): a step
+        sharing this kernel packs its own weight with it."""
+        packing = _Packing(self._operands.index(weight), name, tuple(key), pack)
+        _, offset = self.owner.packed(weight, packing)
+        self.packing.append((packing, offset))
+        return self.builder.gep(self._packed, [i64(offset - self.packing[0][1])], inbounds=True, source_etype=I8)
 
     def scratch(self, nbytes: int) -> ir.Value:
         """A pointer to `nbytes` of scratch memory in the activations region, this kernel's alone
         while it runs (64-byte aligned)."""
         offset = self.owner.scratch_offset(nbytes)
-        return self.builder.gep(self._bases["activations"], [i64(offset)], inbounds=True, source_etype=I8)
+        return self.builder.gep(self._activations, [i64(offset)], inbounds=True, source_etype=I8)
 
     def declare(self, name: str, signature: ir.FunctionType) -> ir.Function:
         """An intrinsic by its full mangled name (for vector overloads llvmlite cannot name)."""
@@ -197,11 +199,12 @@ PURE = frozenset({"getelementptr", "add", "sub", "mul", "shl", "lshr", "ashr", "
 """Instructions with no effect but their value: one nobody uses uses nothing either."""
 
 
-def used_values(module: ir.Module) -> set[int]:
-    """The ids of the values some instruction of `module` uses, not counting uses by a PURE
-    instruction that is itself unused (transitively): what LLVM's dead-code elimination keeps."""
+def used_values(functions: Iterable[ir.Function]) -> set[int]:
+    """The ids of the values (arguments included) some instruction of `functions` uses, not
+    counting uses by a PURE instruction that is itself unused (transitively): what LLVM's
+    dead-code elimination keeps."""
     users: dict[int, int] = {}
-    instructions = [i for f in module.functions for block in f.blocks for i in block.instructions]
+    instructions = [i for f in functions for block in f.blocks for i in block.instructions]
 
     def operands(instruction: ir.Instruction) -> list:
         if isinstance(instruction, ir.PhiInstr):
@@ -221,24 +224,40 @@ def used_values(module: ir.Module) -> set[int]:
 
 
 @dataclass(frozen=True)
-class _Call:
-    """A step's kernel as the entry point calls it: the function, the placeholders it is passed,
-    and whether its work is shared among threads."""
+class _Packing:
+    """One packed constant a kernel reads: the operand (by position among the step's operands)
+    whose data `pack` re-lays out, the name and key it is packed under (KernelContext.constant)."""
+
+    operand: int
+    name: str
+    key: tuple[Hashable, ...]
+    pack: Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    """A built kernel: its function, whether it splits its work among threads, the constants it
+    packs and their byte offsets from the first (where it reads them from its `packed` argument),
+    and which of its operand groups it reads at all (a kernel that packs a filter never reads the
+    original: the entry passes no address for it, and `finish` drops the weight)."""
 
     function: ir.Function
-    bound: tuple[str, ...]
+    parallel: bool
+    packing: tuple[_Packing, ...]
+    layout: tuple[int, ...]
+    reads: tuple[bool, ...]
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A step's kernel as the entry point calls it: the kernel, the anchors of its operand groups,
+    the constants-region offset of its first packed constant, and whether its work is shared among
+    threads."""
+
+    kernel: _Kernel
+    anchors: tuple[Anchor, ...]
+    packed: tuple[str, int] | None
     shared: bool
-
-
-def step_placeholders(step: Step) -> list[str]:
-    """The inputs and outputs `step` reads or writes, by name, each once."""
-    names: dict[str, None] = {}
-    for instr in (*step.instrs, *(step.epilogue or ())):
-        for value in instr.operands:
-            base = base_of(value) if value is not None else None
-            if isinstance(base, Weight) and base.role != "constant":
-                names[base.name] = None
-    return list(names)
 
 
 KernelBuilder = Callable[[KernelContext, Step], None]
@@ -260,6 +279,7 @@ class ModuleBuilder:
         self.placeholders = placeholder_weights(program)
         self._names: set[str] = set()
         self._packed: dict[tuple, tuple[str, int]] = {}
+        self._kernels: dict[Hashable, _Kernel] = {}
         self._relocations: dict[str, list[tuple[ir.Instruction, ir.Constant, int]]] = {}
         """Per constant weight, every pointer into it: the instruction, its constant offset, and
         how far into the weight it points."""
@@ -278,12 +298,15 @@ class ModuleBuilder:
         """Where the threads' synchronisation words are in the activations region, and their size
         (none in a program that shares no kernel); set by `finish`."""
 
-    def packed(self, key: tuple, name: str, make: Callable[[], np.ndarray]) -> tuple[str, int]:
-        """The weight holding the packed array for `key` and its constants-region byte offset (see
-        KernelContext.constant)."""
+    def packed(self, weight: Weight, packing: _Packing) -> tuple[str, int]:
+        """The weight holding `weight` packed by `packing` and its constants-region byte offset (see
+        KernelContext.constant). Packed weights come after every other and are all kept by
+        `finish`, so the distances between them (where a kernel reads them) do not change."""
+        key = (weight.name, packing.name, packing.key)
         if key not in self._packed:
-            value = np.ascontiguousarray(make())
-            weight = self.program.ir.add_weight(name, Type(ElemKind.from_dtype(value.dtype), (value.size,)),
+            value = np.ascontiguousarray(packing.pack(weight.value))
+            weight = self.program.ir.add_weight(f"{weight.name}.{packing.name}",
+                                                Type(ElemKind.from_dtype(value.dtype), (value.size,)),
                                                 "constant", value.reshape(-1))
             plan = self.program.plan
             offset = aligned(plan.constant_bytes, plan.alignment)
@@ -299,14 +322,15 @@ class ModuleBuilder:
         self._relocations.setdefault(weight, []).append((pointer, offset, inside))
 
     def _compact_constants(self) -> None:
-        """Lay out again only the constant weights the code reads, and move every offset it uses to
-        match. A kernel that packs a weight (a convolution's or matrix product's filter, re-laid out
-        into panels) still takes the original's address but never uses it: keeping the original
+        """Lay out again only the constant weights the code reads (and every packed one), and move
+        every offset it uses to match. A kernel that packs a weight (a convolution's or matrix
+        product's filter, re-laid out into panels) never reads the original: keeping the original
         too doubled resnet50's constants region to 205 MB."""
         plan = self.program.plan
-        used = used_values(self.module)
-        live = sorted((w for w in self.program.ir.weights.values() if w.role == "constant"
-                       and any(id(pointer) in used for pointer, _, _ in self._relocations.get(w.name, ()))),
+        used = used_values(self.module.functions)
+        packed = {name for name, _ in self._packed.values()}
+        live = sorted((w for w in self.program.ir.weights.values() if w.role == "constant" and (
+                       w.name in packed or any(id(p) in used for p, _, _ in self._relocations.get(w.name, ())))),
                       key=lambda w: plan.address(w)[1])
         offsets, end = {}, 0
         for weight in live:
@@ -343,15 +367,45 @@ class ModuleBuilder:
         return function
 
     def add_step(self, step: Step, build: KernelBuilder) -> None:
-        """A kernel for `step`, built by `build`, called next by the entry point."""
-        bound = step_placeholders(step)
-        function = self._function(step.name, "internal", ["constants", "activations", *bound])
+        """A kernel for `step`, built by `build` (or the kernel of an earlier step with the same
+        signature, sharing.py), called next by the entry point."""
+        instrs = (*step.instrs, *(step.epilogue or ()))
+        operands = step_operands(self.program.plan, instrs)
+        key = (build, signature(step.instrs, step.epilogue, step.unstored, operands))
+        kernel = self._kernels.get(key)
+        packed = self._packed_like(kernel, operands) if kernel is not None else False
+        if packed is False:
+            kernel, packed = self._build(step, build, operands)
+            self._kernels.setdefault(key, kernel)
+        shared = kernel.parallel and serial_nanoseconds(instrs) >= self._split_min_ns
+        self._calls.append(_Call(kernel, operands.anchors, packed, shared))
+
+    def _build(self, step: Step, build: KernelBuilder, operands: Operands) -> tuple[_Kernel, tuple[str, int] | None]:
+        """A new kernel for `step`, and its first packed constant's (weight, offset), if it packs any."""
+        groups: dict[int, str] = {}
+        for value, (group, _) in zip(operands.values, operands.places):
+            groups.setdefault(group, base_of(value).name)
+        function = self._function(step.name, "internal", [*KERNEL_ARGUMENTS, *groups.values()])
         function.attributes.add("noinline")
-        context = KernelContext(self, function, bound)
+        context = KernelContext(self, function, operands)
         build(context, step)
         context.close()
-        estimate = serial_nanoseconds((*step.instrs, *(step.epilogue or ())))
-        self._calls.append(_Call(function, tuple(bound), context.parallel and estimate >= self._split_min_ns))
+        offsets = [offset for _, offset in context.packing]
+        layout = tuple(offset - offsets[0] for offset in offsets)
+        used = used_values([function])
+        reads = tuple(id(group) in used for group in function.args[len(KERNEL_ARGUMENTS):-2])
+        kernel = _Kernel(function, context.parallel, tuple(p for p, _ in context.packing), layout, reads)
+        return kernel, self._packed_like(kernel, operands)
+
+    def _packed_like(self, kernel: _Kernel, operands: Operands) -> tuple[str, int] | None | bool:
+        """For a step sharing `kernel`: its own weights packed as the kernel packs its step's, and
+        the first (weight, offset), None where the kernel packs none, False where they do not lie
+        at the kernel's distances from the first."""
+        packed = [self.packed(operands.values[p.operand], p) for p in kernel.packing]
+        if not packed:
+            return None
+        offsets = tuple(offset - packed[0][1] for _, offset in packed)
+        return packed[0] if offsets == kernel.layout else False
 
     def _emit_calls(self) -> None:
         """The thread entry's body: every step's call in program order (shared kernels through
@@ -373,8 +427,11 @@ class ModuleBuilder:
                 if alone:
                     ok = builder.and_(ok, builder.icmp_unsigned("==", thread, zero))
                 with builder.if_then(ok):
-                    arguments = [*self.entry.args[:2], *(self._bindings[name] for name in call.bound), chunk, chunks]
-                    builder.store(builder.call(call.function, arguments), self._status)
+                    packed = self._constant_at(*call.packed) if call.packed is not None else ir.Constant(PTR, None)
+                    anchors = [self._anchor(anchor) if reads else ir.Constant(PTR, None)
+                               for anchor, reads in zip(call.anchors, call.kernel.reads)]
+                    arguments = [self.entry.args[1], packed, *anchors, chunk, chunks]
+                    builder.store(builder.call(call.kernel.function, arguments), self._status)
 
             if call.shared:
                 emit_shared(builder, sync, index, thread, threads, run)
@@ -383,6 +440,26 @@ class ModuleBuilder:
                 run(zero, ir.Constant(I32, 1), alone=True)
             if self._counters is not None:
                 self._counters.charge(builder, number, started, thread)
+
+    def _anchor(self, anchor: Anchor) -> ir.Value:
+        """The address of `anchor` in the thread entry: in its region (a constant's noted for
+        `_compact_constants`), or in its placeholder's binding."""
+        if anchor.region == "constants":
+            return self._constant_at(anchor.buffer, anchor.offset)
+        if anchor.region == "placeholders":
+            base = self._bindings[anchor.buffer]
+            offset = anchor.offset - self.program.plan.placeholder_offsets[anchor.buffer]
+        else:
+            base = self.entry.args[THREAD_ARGUMENTS.index(anchor.region)]
+            offset = anchor.offset
+        return self._builder.gep(base, [i64(offset)], inbounds=True, source_etype=I8) if offset else base
+
+    def _constant_at(self, weight: str, offset: int) -> ir.Value:
+        """A pointer `offset` bytes into the constants region, inside weight `weight`, in the thread entry."""
+        value = i64(offset)
+        pointer = self._builder.gep(self.entry.args[0], [value], inbounds=True, source_etype=I8)
+        self.relocate(weight, pointer, value)
+        return pointer
 
     def finish(self) -> ir.Module:
         """Close the thread entry point, add `glowsdk_main` (thread 0 of 1, its bindings the

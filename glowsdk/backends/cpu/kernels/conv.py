@@ -146,8 +146,7 @@ def _conv_gemm(ctx: KernelContext, step: Step) -> None:
     mr, nr = gemm.tile_rows, gemm.tile_columns
     weight = _constant_filter(instr)
     if weight is not None:
-        panels = ctx.constant(("rows", weight.name, mr, group), f"{weight.name}.panels", lambda: _packed_filter(
-            weight.value, group, mr))
+        panels = ctx.constant(weight, "panels", ("rows", mr, group), lambda value: _packed_filter(value, group, mr))
         panel_size = gemm.row_tiles * mr * gemm.depth
     x, out = ctx.address(source), ctx.address(dest)
     filt = ctx.address(instr.filter)

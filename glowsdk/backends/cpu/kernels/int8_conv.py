@@ -95,12 +95,11 @@ def emit_int8_conv(ctx: KernelContext, step: Step) -> None:
     sums_bytes = gemm.row_tiles * gemm.tile_rows * 4
     weight = _constant(filt)
     if weight is not None:
-        packed = [pack_a_constant(m, a_shift, gemm) for m in weight.value.reshape(group, per_out, gemm.depth)]
-        key = (weight.name, "int8", gemm.tile_rows, a_shift)
-        a_panels = ctx.constant(("a",) + key, f"{weight.name}.int8",
-                                lambda: np.concatenate([p for p, _ in packed]))
-        a_sums = ctx.constant(("sums",) + key, f"{weight.name}.rowsums",
-                              lambda: np.concatenate([s for _, s in packed]))
+        def packed(value: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+            return [pack_a_constant(m, a_shift, gemm) for m in value.reshape(group, per_out, gemm.depth)]
+        key = ("a", gemm.tile_rows, a_shift)
+        a_panels = ctx.constant(weight, "int8", key, lambda value: np.concatenate([p for p, _ in packed(value)]))
+        a_sums = ctx.constant(weight, "rowsums", key, lambda value: np.concatenate([s for _, s in packed(value)]))
     per_thread = gemm.a_panel_bytes() + sums_bytes + gemm.b_panel_bytes() + gemm.tile_columns * 4
     scratch = byte_offset(builder, ctx.scratch(MAX_THREADS * per_thread),
                           builder.mul(builder.zext(ctx.thread, I64), i64(per_thread)))

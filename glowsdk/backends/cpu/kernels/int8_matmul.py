@@ -113,11 +113,11 @@ def emit_int8_matmul(ctx: KernelContext, step: Step) -> None:
     b_panel = byte_offset(builder, rowsums, gemm.row_tiles * gemm.tile_rows * 4)
     colsums = byte_offset(builder, b_panel, gemm.b_panel_bytes())
     if constant:
-        matrices = weight.value.reshape(-1, inner, columns)
-        packed = [pack_b_constant(m, b_shift, gemm) for m in matrices]
-        key = (weight.name, "int8", gemm.tile_columns, b_shift)
-        b_panels = ctx.constant(("b",) + key, f"{weight.name}.int8", lambda: _joined([p for p, _ in packed]))
-        b_sums = ctx.constant(("sums",) + key, f"{weight.name}.colsums", lambda: _joined([s for _, s in packed]))
+        def packed(value: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+            return [pack_b_constant(m, b_shift, gemm) for m in value.reshape(-1, inner, columns)]
+        key = ("b", gemm.tile_columns, b_shift)
+        b_panels = ctx.constant(weight, "int8", key, lambda value: _joined([p for p, _ in packed(value)]))
+        b_sums = ctx.constant(weight, "colsums", key, lambda value: _joined([s for _, s in packed(value)]))
     else:
         window = Window(inner, 1, columns, 1, columns)
         tables = (k_tables(ctx, window, gemm), column_origins(ctx, window, gemm))

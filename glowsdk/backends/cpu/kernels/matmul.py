@@ -79,8 +79,8 @@ def _matmul_gemm(ctx: KernelContext, step: Step) -> None:
     if constant:
         edge = edge_panel_columns(gemm.edge_columns(), gemm.lanes)
         panels_size = column_panels_size(inner, columns, nr, gemm.lanes)
-        panels = ctx.constant(("columns", weight.name, nr), f"{weight.name}.panels", lambda: _packed_weights(
-            weight.value, batches, nr, gemm.lanes))
+        panels = ctx.constant(weight, "panels", ("columns", nr, batches, gemm.lanes),
+                              lambda value: _packed_weights(value, batches, nr, gemm.lanes))
     epilogue = stacked_epilogue(ctx, step)
     with loop(builder, batches, name="batch") as n:
         a_n = offset(builder, a, builder.mul(n, i64(rows * inner)))
