@@ -44,3 +44,13 @@ def format_count(n: float) -> str:
         if n >= size:
             return f"{n / size:.2f} {unit}"
     return f"{n:.0f}"
+
+
+def parse_number(text: str) -> int | float | None:
+    """The int, else the float, that `text` spells; None when it spells neither (the caller keeps the text)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return None

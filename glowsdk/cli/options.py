@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..errors import GlowError
 from ..files import load_npy
 from ..progress import Progress
+from ..table import parse_number
 
 if TYPE_CHECKING:
     import numpy as np
@@ -129,12 +130,8 @@ def parse_backend_opt(text: str) -> tuple[str, object]:
         raise GlowError(f"--backend-opt '{text}': expected KEY=VALUE (e.g. threads=2)")
     if raw.lower() in ("true", "false"):
         return key, raw.lower() == "true"
-    for kind in (int, float):
-        try:
-            return key, kind(raw)
-        except ValueError:
-            pass
-    return key, raw
+    number = parse_number(raw)
+    return key, raw if number is None else number
 
 
 def fallback_name(args: argparse.Namespace) -> str | None:

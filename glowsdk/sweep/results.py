@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from ..errors import GlowError
 from ..files import write_text
+from ..table import parse_number
 from .point import METRICS, TIMINGS
 
 RESULTS, SPEC, PARQUET = "results.csv", "sweep.json", "results.parquet"
@@ -90,12 +91,8 @@ def read_rows(folder: str | Path) -> list[dict[str, Any]]:
 
 
 def _number(text: str) -> Any:
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return None if text == "" else text
+    number = parse_number(text)
+    return number if number is not None or text == "" else text
 
 
 def write_parquet(folder: str | Path) -> Path | None:
