@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import glowsdk
+from glowsdk.backends.npu.gemm import GemmLayer
 from glowsdk.errors import UnsupportedOpsError
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
@@ -41,6 +42,11 @@ def _bit_exact_on(network, tmp_path, overrides: dict) -> glowsdk.api.Network:
 
 def _layer_kinds(npu) -> list[str]:
     return [type(layer.body).__name__ for layer in npu.compiled.layers]
+
+
+def _gated(npu) -> list:
+    """The convolution layers that apply a channel gate to their input (gemm.ChannelGate)."""
+    return [layer.body for layer in npu.compiled.layers if isinstance(layer.body, GemmLayer) and layer.body.gate]
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "MaxPool"])
@@ -78,23 +84,45 @@ def _squeeze_excitation(b: NetBuilder, x: str, c: int, gate: str) -> str:
 
 @pytest.mark.parametrize("gate", ["Sigmoid", "HardSigmoid"])
 @pytest.mark.parametrize("batch,c,hw,config", [(1, 16, 28, "edge"), (2, 24, 9, "default")])
-def test_squeeze_excitation_bit_exact(gate, batch, c, hw, config):
-    """The gate Mul of an image by a per-channel tensor computed at run time is one GateLayer."""
+@pytest.mark.parametrize("kernel", [1, 3])
+def test_squeeze_excitation_bit_exact(gate, batch, c, hw, config, kernel):
+    """The gate Mul of an image by a per-channel tensor computed at run time: applied by the 1x1 convolution
+    that reads it as it loads its input tiles (one image), else one GateLayer (a 3x3 convolution reads padded
+    windows; tiles of two images would need two gates)."""
     b = NetBuilder((batch, 3, hw, hw))
     x = b.conv("x", 3, c)
-    npu = assert_bit_exact(b.network(b.conv(_squeeze_excitation(b, x, c, gate), c, 8, 1, 0, relu=False)),
-                           config=config)
-    assert _layer_kinds(npu).count("GateLayer") == 1
+    projection = b.conv(_squeeze_excitation(b, x, c, gate), c, 8, kernel, kernel // 2, relu=False)
+    npu = assert_bit_exact(b.network(projection), config=config)
+    fused = batch == 1 and kernel == 1
+    assert _layer_kinds(npu).count("GateLayer") == int(not fused)
+    assert len(_gated(npu)) == int(fused)
 
 
 def test_channel_gate_streams_many_chunks(tmp_path):
     """A small scratchpad: the gate streams in many pixel chunks, both slots reused."""
     b = NetBuilder((1, 3, 20, 20))
     x = b.conv("x", 3, 40, 1, 0)
-    npu = _bit_exact_on(b.network(b.conv(_squeeze_excitation(b, x, 40, "Sigmoid"), 40, 8, 1, 0, relu=False)),
+    npu = _bit_exact_on(b.network(b.conv(_squeeze_excitation(b, x, 40, "Sigmoid"), 40, 8, relu=False)),
                         tmp_path, SMALL)
     layer = next(layer.body for layer in npu.compiled.layers if type(layer.body).__name__ == "GateLayer")
     assert len(layer.tiles(lambda t: 0, resolve_config(str(tmp_path / "config.json")))) > 4
+
+
+@pytest.mark.parametrize("c,oc", [(40, 24), (100, 8)])
+def test_channel_gate_in_the_projection_tiles(c, oc, tmp_path):
+    """A small scratchpad: the 1x1 convolution that applies the gate runs many row tiles (and output-channel
+    tiles, or input-channel steps), each step's input tile gated in place before the array reads it, both
+    slots reused (checked mode sees any race)."""
+    b = NetBuilder((1, 3, 20, 20))
+    x = b.conv("x", 3, c, 1, 0)
+    npu = _bit_exact_on(b.network(b.conv(_squeeze_excitation(b, x, c, "HardSigmoid"), c, oc, 1, 0, relu=False)),
+                        tmp_path, SMALL)
+    assert "GateLayer" not in _layer_kinds(npu)
+    [layer] = _gated(npu)
+    _, tiles, _ = layer.tiles(lambda t: 0, 0)
+    steps = [step for tile in tiles for step in tile.steps]
+    assert len(tiles) > 4 and sum(bool(step.prepare) for step in steps) > 4
+    assert all(step.prepare[-1].mnemonic == "REQUANT_MUL" for step in steps if step.prepare)
 
 
 @pytest.mark.parametrize("keepdims", [0, 1])

@@ -14,6 +14,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from glowsdk.backends.npu.gemm import GemmLayer
 from glowsdk.backends.npu.grouped import block_diagonal, groups_per_layer
 from glowsdk.backends.npu.maxpool import SeparableMaxPoolLayer
 from glowsdk.backends.npu.tiling import ConvShape
@@ -166,7 +167,8 @@ def test_global_pool_in_the_convolution_that_makes_its_input(kind, hw, config, f
 def test_squeeze_and_excitation_pool_in_the_depthwise_convolution(kind, batch, hw, config):
     """A global pool beside the channel gate, both reading a depthwise convolution's result, runs in the
     convolution's tiles (REDUCE per tile into a running row, VDIV or VADDI on an image's last row tile): no pool
-    layer, the image still written for the gate, which multiplies and requantizes in one pass."""
+    layer, the image still written for the gate, which multiplies and requantizes in one pass (in its own layer, or
+    for one image in the 1x1 convolution that reads it, as that loads its input)."""
     c = 24
     b = NetBuilder((batch, 8, hw, hw))
     image = b.node("Relu", [b.node("Conv", [b.conv("x", 8, c, 1, 0), b.weight((c, 1, 3, 3)), b.weight((c,))],
@@ -177,7 +179,8 @@ def test_squeeze_and_excitation_pool_in_the_depthwise_convolution(kind, batch, h
     depthwise = [layer.body for layer in npu.compiled.layers if type(layer.body).__name__ == "DepthwiseLayer"]
     assert [body.pool for body in depthwise] == ["max" if kind == "MaxPool" else "avg"]
     assert not any(layer.kind in ("AveragePool", "MaxPool") for layer in npu.compiled.layers)
-    assert any(layer.kind == "Mul" for layer in npu.compiled.layers)
+    gated = [layer for layer in npu.compiled.layers if isinstance(layer.body, GemmLayer) and layer.body.gate]
+    assert [layer.kind for layer in npu.compiled.layers].count("Mul") == (batch > 1) and len(gated) == (batch == 1)
     # the gate multiplies and requantizes in one pass (REQUANT_MUL), the products never in the accumulator
     mnemonics = {i.mnemonic for i in npu.compiled.binary.instructions}
     assert "REQUANT_MUL" in mnemonics and "VMUL" not in mnemonics

@@ -9,7 +9,8 @@ made once per tile (VSUBI, VMULI on C elements); then one pass over the chunk: R
 int8 pixels by g and requantizes with the bias row added, so q_x * g - z_x * g is the exact product (|q| <= 128
 and |g| <= 255 keep every term within 17 bits), and the products never occupy the accumulator. A tile is one
 chunk of pixels of one batch element (and one channel block when a pixel is too wide); its gate row is loaded
-with it.
+with it. Where the gated image's only reader is a 1 x 1 convolution of one image, that layer applies the gate as
+it loads its input (gemm.ChannelGate) and this layer is not made.
 """
 from __future__ import annotations
 

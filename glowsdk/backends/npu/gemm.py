@@ -21,6 +21,9 @@ Rescale) runs as one table lookup (`Lut8`, its table loaded once per layer), so 
 engine, which runs the whole chain while the array computes the next tile, makes one pass for it;
 the run after an Add (a residual's ReLU) rides with the Add itself (VADD_LUT: add, saturate, look up), and a
 table that leads the chain (the activation after the convolution) with the REQUANT (REQUANT_LUT).
+
+A channel gate before a 1 x 1 convolution (squeeze-and-excitation's `x * s` before its projection) is the
+prologue's counterpart (`ChannelGate`): each step's input tile is gated in place between its load and the array.
 """
 from __future__ import annotations
 
@@ -37,8 +40,8 @@ from sim.timing import matmul_cycles
 from ...errors import UnsupportedError
 from ...numerics import requantize
 from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE,
-                           LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, REQUANT_LUT, STORE, VADD, VADD_LUT, VADDI,
-                           VDIV, VSUBI, Op)
+                           LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, REQUANT_LUT, REQUANT_MUL, STORE, VADD,
+                           VADD_LUT, VADDI, VDIV, VMULI, VSUBI, Op)
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
@@ -152,6 +155,34 @@ class AddTensor:
 EpilogueOp = Rescale8 | Clamp8 | Lut8 | AddTensor
 
 
+@dataclass(frozen=True)
+class ChannelGate:
+    """The input of a 1 x 1 convolution scaled per channel by a gate computed at run time, as each input tile is
+    loaded: squeeze-and-excitation's `Rescale(x * s)` before its projection (gate.py's arithmetic), so the gated
+    image never makes a round trip through DRAM and is no layer of its own. The prologue loads s (one int8 per
+    input channel); the first step makes the gate row g = s - z_s and the bias row -z_x * g in the accumulator;
+    every step's input tile is requantized in place (REQUANT_MUL: q_x * g - z_x * g, exact) before the array
+    reads it."""
+
+    gate: DramTensor
+    """s: N x C x 1 x 1, one int8 per input channel (N = 1)"""
+    x_zero: int
+    gate_zero: int
+    requant: Requant
+
+    def rows(self, sram: int, gate: int, bias: int, channels: int) -> list[Op]:
+        """The gate row at accumulator `gate` and the bias row at `bias` from s at scratchpad `sram`."""
+        return [VSUBI(dst_space="acc", dst=gate, src_space="spad", src=sram, count=channels, imm=self.gate_zero),
+                VMULI(dst_space="acc", dst=bias, src_space="acc", src=gate, count=channels, imm=-self.x_zero)]
+
+    def apply(self, tile: int, pixels: int, c: int, gate: int, bias: int) -> list[Op]:
+        """A dense `pixels` x `c` int8 input tile at `tile` gated in place, its channels' rows at `gate`, `bias`."""
+        r = self.requant
+        return [CONFIG_REQUANT(multiplier=int(r.multipliers[0]), shift=int(r.shifts[0]), zero_point=r.zero,
+                               clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=1, bias=bias),
+                REQUANT_MUL(dst=tile, src=tile, scale=gate, rows=pixels, cols=c)]
+
+
 def compact(epilogue: Sequence[EpilogueOp]) -> tuple[EpilogueOp, ...]:
     """The same chain with every run of unary steps as one table, except a lone clamp (CLAMP is one pass too),
     and the run after an Add as that Add's `post`."""
@@ -227,18 +258,27 @@ def pretile_weights(filters: np.ndarray, tiling: Tiling) -> list[tuple[int, int,
     return blocks
 
 
-def _reserved_spad(shape: ConvShape, per_channel: bool, epilogue: Sequence[EpilogueOp]) -> int:
-    """Scratchpad bytes a layer keeps before its tiles: the per-channel requantize table, the epilogue's tables."""
-    return align(8 * shape.out_channels if per_channel else 0) + LUT_BYTES * len(tables(epilogue))
+def _reserved_spad(shape: ConvShape, per_channel: bool, epilogue: Sequence[EpilogueOp], gated: bool = False) -> int:
+    """Scratchpad bytes a layer keeps before its tiles: the per-channel requantize table, the epilogue's tables,
+    a channel gate's row."""
+    return align(8 * shape.out_channels if per_channel else 0) + LUT_BYTES * len(tables(epilogue)) + \
+        (align(shape.channels) if gated else 0)
+
+
+def gateable(shape: ConvShape, batch: int) -> bool:
+    """Whether a layer's input tiles can be gated as they are loaded (`ChannelGate`): a 1 x 1 convolution whose
+    input tile is the dense pixels x channels of its output pixels (no padding, no stride), of one image."""
+    return (shape.kh, shape.kw) == (1, 1) and shape.stride == (1, 1) and not any(shape.pads) and batch == 1
 
 
 def whole_image_fits(shape: ConvShape, config: ArchConfig, per_channel: bool,
-                     epilogue: Sequence[EpilogueOp]) -> bool:
+                     epilogue: Sequence[EpilogueOp], gated: bool = False) -> bool:
     """Whether a layer of `shape` has a tiling whose every tile holds the whole image (a fused global pool)."""
     epilogue = compact(epilogue)
     try:
-        choose_tiling(shape, config, _reserved_spad(shape, per_channel, epilogue),
-                      sum(isinstance(op, AddTensor) for op in epilogue), whole_image=True)
+        choose_tiling(shape, config, _reserved_spad(shape, per_channel, epilogue, gated),
+                      sum(isinstance(op, AddTensor) for op in epilogue), whole_image=True,
+                      reserved_acc=2 * shape.channels if gated else 0)
     except UnsupportedError:
         return False
     return True
@@ -276,22 +316,27 @@ class GemmLayer:
     """avg: constants offset of the pixel count (one int32), repeated along an accumulator row by a zero stride"""
     prefetched: int | None = None
     """the scratchpad address of the first step's weight block when the layer before loads it (prefetch.py)"""
+    gate: ChannelGate | None = None
+    """the per-channel gate each input tile is scaled by as it is loaded"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
              bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
              epilogue: tuple[EpilogueOp, ...] = (), groups: int = 1, diagonal: bool = False,
-             pool: str | None = None) -> GemmLayer:
+             pool: str | None = None, gate: ChannelGate | None = None) -> GemmLayer:
         """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants. With
         `diagonal`, `filters` is the block diagonal of `groups` groups in their order: the tiles follow the
         groups and the blocks off the diagonal are no step (tiling.choose_grouped_tiling). With `pool`, the
-        result is pooled over the whole image ("avg" or "max"; UnsupportedError if no tile holds a whole image)."""
+        result is pooled over the whole image ("avg" or "max"; UnsupportedError if no tile holds a whole image).
+        With `gate`, the input is gated as it is loaded (the shape must be `gateable`)."""
+        if gate is not None and (diagonal or not gateable(shape, source.batch)):
+            raise AssertionError("a channel gate on the input of a layer whose input tiles are not its pixels")
         read = source.batch * shape.height * shape.width * shape.channels
         if groups == 1 and pool is None:
             shape, source, result, epilogue = merged_view(shape, source, result, epilogue)
         epilogue = compact(epilogue)
         table_bytes = 8 * shape.out_channels if requant.per_channel else 0
-        reserved = _reserved_spad(shape, requant.per_channel, epilogue)
+        reserved = _reserved_spad(shape, requant.per_channel, epilogue, gate is not None)
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
         pitches = Pitches(source.pixel_stride, result.pixel_stride)
         if diagonal:
@@ -299,7 +344,8 @@ class GemmLayer:
         else:
             tiling = choose_tiling(shape, config, reserved, extra_buffers=adds,
                                    vector_passes=vector_passes(epilogue) + (pool is not None), pitches=pitches,
-                                   whole_image=pool is not None)
+                                   whole_image=pool is not None, reserved_acc=2 * shape.channels if gate else 0,
+                                   input_passes=int(gate is not None))
         divisor = add_constant(np.int32(shape.out_height * shape.out_width).astype("<i4").tobytes()) \
             if pool == "avg" else 0
         sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
@@ -311,7 +357,7 @@ class GemmLayer:
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
                          add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue,
                          groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)), input_bytes=read,
-                         pool=pool, divisor=divisor)
+                         pool=pool, divisor=divisor, gate=gate)
 
     def workload(self) -> Workload:
         """The work no tiling avoids (isa/roofline.py): the useful MACs (a block diagonal's zeros are none),
@@ -322,14 +368,16 @@ class GemmLayer:
         taps = s.kh * s.kw * s.channels // g
         constants = taps * s.out_channels + 4 * s.out_channels + (8 * s.out_channels if self.requant.per_channel else 0)
         adds = sum(isinstance(op, AddTensor) for op in self.epilogue)
+        gate = self.gate.gate.elements if self.gate else 0
         return Workload(pixels * s.out_channels * taps, "vector" if g > 1 and s.channels == g else "array", constants,
-                        (self.input_bytes or batch * s.height * s.width * s.channels) + adds * pixels * s.out_channels,
+                        (self.input_bytes or batch * s.height * s.width * s.channels) + adds * pixels * s.out_channels
+                        + gate,
                         (batch if self.pool else pixels) * s.out_channels)
 
     def spad_end(self) -> int:
         """The end of the scratchpad the layer's tiles use: its tables, then its double buffers (`tiles`)."""
-        table_bytes = 8 * self.shape.out_channels if self.requant.per_channel else 0
-        return align(table_bytes) + LUT_BYTES * len(tables(self.epilogue)) + self.tiling.spad_bytes(self.shape)
+        return _reserved_spad(self.shape, self.requant.per_channel, self.epilogue, self.gate is not None) + \
+            self.tiling.spad_bytes(self.shape)
 
     def steps(self) -> int:
         """How many steps (loads, then matrix work) the layer's tiles make."""
@@ -347,7 +395,8 @@ class GemmLayer:
         table_bytes = 8 * s.out_channels if self.requant.per_channel else 0
         lut_base = align(table_bytes)
         luts = {id(t): lut_base + k * LUT_BYTES for k, t in enumerate(tables(self.epilogue))}
-        slot_base = lut_base + LUT_BYTES * len(luts)
+        gate_row = lut_base + LUT_BYTES * len(luts)  # a channel gate's s
+        slot_base = gate_row + (align(s.channels) if self.gate else 0)
         in_bytes, w_bytes = t.input_bytes(s), t.weight_bytes(s)
         out_bytes = align(t.rows * s.out_width * t.n)
         inputs = [slot_base + k * in_bytes for k in (0, 1)]
@@ -374,6 +423,10 @@ class GemmLayer:
         divisor_row = accs[1] + t.rows * s.out_width * t.n
         if self.pool == "avg":  # the pixel count in every column of a tile's channels, after the two tiles
             prologue += [config_load(0, 0, 4), load(constants + self.divisor, "acc", divisor_row, 1, t.n)]
+        gates = divisor_row + (t.n if self.pool == "avg" else 0)  # a channel gate's rows: g, then -z_x * g
+        if self.gate:
+            prologue += [config_load(0, self.gate.gate.strides[1], 1),
+                         load(base(self.gate.gate), "spad", gate_row, 1, s.channels)]
         source, result = base(self.source.tensor), base(self.result.tensor)
         tiles, g, row_tile = [], 0, -1
         config = None
@@ -393,6 +446,10 @@ class GemmLayer:
                         ins, wgt = inputs[row_tile % 2 if stationary else g % 2], weight_slots[g % 2]
                         loads = [] if stationary and n0 > 0 else input_loads(
                             s, self.source, self.x_zero, source + b * self.source.batch_stride + c0, oy0, oy1, c, ins)
+                        prepare = self.gate.apply(ins, pixels, c, gates + c0, gates + s.channels + c0) \
+                            if self.gate and loads else []
+                        if prepare and g == 0:
+                            prepare = self.gate.rows(gate_row, gates, gates + s.channels, s.channels) + prepare
                         k = s.kh * s.kw * c
                         early = (PREFETCH, 1) if g == 0 and self.prefetched is not None else None
                         if early:  # the layer before loaded this block: one step less of pipeline fill
@@ -407,7 +464,7 @@ class GemmLayer:
                             row_pitch=s.padded_width * c, pixel_pitch=c)
                         steps.append(Step(loads, [config, MATMUL(
                             inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=int(bool(steps)))],
-                            matrix_wait=early))
+                            matrix_wait=early, prepare=prepare))
                         g += 1
                     residuals: list[Op] = []  # read by the vector engine only: the array does not wait for them
                     for op in adds:

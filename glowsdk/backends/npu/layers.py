@@ -27,7 +27,8 @@ from ...graph.types import ElemKind
 from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .broadcast import RowBroadcastLayer
-from .gemm import AddTensor, Clamp8, EpilogueOp, GemmLayer, Image, Lut8, Requant, Rescale8, whole_image_fits
+from .gemm import (AddTensor, ChannelGate, Clamp8, EpilogueOp, GemmLayer, Image, Lut8, Requant, Rescale8, gateable,
+                   whole_image_fits)
 from .gather import gather_layer
 from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
@@ -52,6 +53,14 @@ class CopyLayer:
 
     source: DramTensor
     result: DramTensor
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """A channel gate a convolution takes: the image it gates and how."""
+
+    source: DramTensor
+    gate: ChannelGate
 
 
 @dataclass
@@ -137,6 +146,8 @@ class LayerBuilder:
     def tensor(self, value: NodeValue) -> DramTensor:
         if value in self._deferred:  # an operand Rescale no epilogue took: a layer of its own after all
             self._rescale(self._deferred.pop(value))
+        if value in self._gates:  # a channel gate no convolution took
+            self._gate_layer(self._gates.pop(value))
         if value not in self.values and isinstance(value.node, Constant):
             data = np.ascontiguousarray(value.node.value).astype(value.type.dtype).tobytes()
             offset = self.add_constant(data)
@@ -171,6 +182,8 @@ class LayerBuilder:
         """int8 Rescales of an Add's operand, left for the epilogue that adds them (`_residual_rescale`)"""
         self._joined: dict[int, DramTensor] = {}
         """a channel Concat's result, placed by the first of its parts' layers (`_image_out`)"""
+        self._gates: dict[NodeValue, Node] = {}
+        """channel gates (their Mul) left for the 1 x 1 convolution that reads them to apply (`_gated_conv`)"""
 
     # -- the border ----------------------------------------------------------------------------------
     def _quantize(self, node: Node) -> None:
@@ -195,7 +208,8 @@ class LayerBuilder:
             return self._grouped_conv(node)
         rescale = next(iter(node.users))
         self.fused.add(id(rescale))
-        x = self.laid_out(node.input, nhwc=True)
+        gate = self._take_gate(node.input)
+        x = self.laid_out(node.input, nhwc=True) if gate is None else gate.source
         epilogue, end = self._epilogue(rescale.result())
         order, end = self._shuffled(end, epilogue)
         n, c, h, w = node.input.type.shape
@@ -205,7 +219,7 @@ class LayerBuilder:
         shape = ConvShape(c, h, w, oc, oh, ow, kh, kw, tuple(node.strides), tuple(node.dilations), (pt, pl, pb, pr))
         pool = self._whole_image_pool(end) if order is None else None
         if pool is not None and not whole_image_fits(shape, self.config, bool(rescale.input.type.per_channel),
-                                                     epilogue):
+                                                     epilogue, gate is not None):
             pool = None
         if pool is not None:  # the convolution's tiles pool its result: the image never reaches DRAM
             self.fused.add(id(pool))
@@ -215,7 +229,8 @@ class LayerBuilder:
         filters = np.asarray(node.filter.node.value)
         bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
         self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), order,
-                   None if pool is None else "avg" if pool.kind == "AveragePool" else "max")
+                   None if pool is None else "avg" if pool.kind == "AveragePool" else "max",
+                   None if gate is None else gate.gate)
 
     def _whole_image_pool(self, value: NodeValue) -> Node | None:
         """The global pool (a window over the whole image, keeping the type) that is `value`'s only reader."""
@@ -306,14 +321,14 @@ class LayerBuilder:
 
     def _gemm(self, node: Node, shape: ConvShape, x: Image, out: Image, filters: np.ndarray, bias: np.ndarray,
               rescale: Node, epilogue: tuple[EpilogueOp, ...] = (), order: np.ndarray | None = None,
-              pool: str | None = None) -> None:
+              pool: str | None = None, gate: ChannelGate | None = None) -> None:
         """One convolution/matrix layer; `order` permutes its output channels (a channel shuffle), `pool` ("avg",
-        "max") pools its result over the whole image."""
+        "max") pools its result over the whole image, `gate` scales its input's channels as it is loaded."""
         requant = requant_params(rescale.input, rescale.result(), shape.out_channels, f"'{rescale.name}'")
         if order is not None:
             filters, bias, requant = filters[order], bias[order], requant.take(order)
         layer = GemmLayer.plan(shape, self.config, x, out, filters, bias, requant, _zero(node.inputs[0]),
-                               self.add_constant, epilogue, pool=pool)
+                               self.add_constant, epilogue, pool=pool, gate=gate)
         self.layers.append(Layer(node.name, node.kind, layer))
 
     def _grouped_conv(self, node: Node) -> None:
@@ -392,10 +407,43 @@ class LayerBuilder:
                                                                     requant)))
 
     def _gate(self, node: Node) -> None:
-        """x * s -> Rescale, s one int8 value per channel computed at run time: the channel-gate layer (gate.py)."""
-        x, s = (node.lhs, node.rhs) if node.lhs.type.shape == node.type.shape else (node.rhs, node.lhs)
+        """x * s -> Rescale, s one int8 value per channel computed at run time: left for the 1 x 1 convolution that
+        is the result's only reader to apply as it loads x (`_gated_conv`), else the channel-gate layer."""
         rescale = next(iter(node.users))
         self.fused.add(id(rescale))
+        if self._gated_conv(rescale.result()):
+            self._gates[rescale.result()] = node
+            return
+        self._gate_layer(node)
+
+    @staticmethod
+    def _gated_conv(value: NodeValue) -> bool:
+        """Whether `value` (a channel gate's result) has one reader, a convolution whose input tiles can be gated
+        as they are loaded (`gemm.gateable`): squeeze-and-excitation's projection."""
+        users = list(value.node.users)
+        if len(users) != 1 or users[0].kind != "Conv" or users[0].input != value or users[0].group != 1:
+            return False
+        conv = users[0]
+        n, c, h, w = value.type.shape
+        kh, kw = conv.kernel
+        shape = ConvShape(c, h, w, conv.type.shape[1], *conv.type.shape[2:], kh, kw, tuple(conv.strides),
+                          tuple(conv.dilations), tuple(conv.pads[:4]))
+        return gateable(shape, n)
+
+    def _take_gate(self, value: NodeValue) -> _Gate | None:
+        """The channel gate left for the convolution reading `value` (`_gate`), as that layer applies it."""
+        node = self._gates.pop(value, None)
+        if node is None:
+            return None
+        x, s = (node.lhs, node.rhs) if node.lhs.type.shape == node.type.shape else (node.rhs, node.lhs)
+        rescale = next(iter(node.users))
+        requant = requant_params(rescale.input, rescale.result(), 1, f"'{rescale.name}'")
+        return _Gate(self.laid_out(x, nhwc=True), ChannelGate(self.tensor(s), _zero(x), _zero(s), requant))
+
+    def _gate_layer(self, node: Node) -> None:
+        """The channel-gate layer (gate.py) of x * s -> Rescale."""
+        x, s = (node.lhs, node.rhs) if node.lhs.type.shape == node.type.shape else (node.rhs, node.lhs)
+        rescale = next(iter(node.users))
         source = self._compact_nhwc(x)
         out = self._new(rescale.result(), nhwc=True)
         self.values[rescale.result()] = out

@@ -1,8 +1,8 @@
 """Double-buffered software pipelines: one layer's tiles, with exactly the semaphores they need.
 
 A layer is a list of tiles; a tile is one or more steps (each: DMA loads into a scratchpad slot, then
-the MATMULs that read them, or for a reduction the vector work that folds them into the accumulator),
-then vector work and the STOREs of its result. Slots alternate (step g
+the MATMULs that read them, after the vector work that prepares them if any, or for a reduction the
+vector work that folds them into the accumulator), then vector work and the STOREs of its result. Slots alternate (step g
 uses slot g % 2, tile t accumulator and output slot t % 2), so the load engine fills slot g + 1 while
 the matrix engine computes on slot g, and the store engine drains tile t - 1 while tile t computes
 (paper 3.5: the instruction schedule hides the memory latency). Every buffer reuse two steps later
@@ -31,6 +31,8 @@ OPERAND, OPFREE = 16, 18
 PREFETCH = 20
 """Signalled across a barrier: the load of a layer's first weight block that the layer before made (prefetch.py),
 waited on by that first step's matrix work."""
+PREPARED = 22
+"""Per-slot pair: a step's operands prepared by the vector engine (`Step.prepare`), waited on by its matrix work."""
 CLAMP_RESET = CONFIG_CLAMP(lo=-(1 << 31), hi=(1 << 31) - 1)
 """The clamp's reset bounds: a vector-engine instruction that changes nothing, to carry a wait or a signal."""
 
@@ -45,6 +47,9 @@ class Step:
     vector: list[Op] = field(default_factory=list)
     matrix_wait: tuple[int, int] | None = None
     """a wait for something loaded before the layer began (PREFETCH), on the matrix work's leading configuration"""
+    prepare: list[Op] = field(default_factory=list)
+    """vector work on the loaded operands before the matrix work reads them (a channel gate applied to the input
+    tile in place): it waits for the step's loads, the matrix work waits for it"""
 
 
 @dataclass
@@ -119,10 +124,16 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
     if not late_prologue:
         emit_prologue()
     total_steps = sum(len(t.steps) for t in tiles)
+    # with vector work before the matrix work (Step.prepare), each tile's steps are emitted before the vector work
+    # of the tile before: the vector engine runs in order, so it prepares the next tile's operands while the array
+    # computes, not after the epilogue that waits for the array
+    ahead = any(step.prepare for tile in tiles for step in tile.steps)
     g = 0
-    loaded = 0
-    for t, tile in enumerate(tiles):
-        slot, later = t % 2, t + 2 < len(tiles)
+
+    def emit_steps(t: int) -> int:
+        """Tile t's steps (their loads, vector preparation, matrix work or reduction); the last step's load count."""
+        nonlocal g
+        tile, slot, loaded = tiles[t], t % 2, 0
         gemm = any(step.matmuls for step in tile.steps)
         for j, step in enumerate(tile.steps):
             s = g % 2
@@ -133,7 +144,11 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
                                       acc_wait if acc_load else None)
                 if g == 0 and late_prologue:
                     emit_prologue()
-                _matmuls(em, step.matmuls, (LOADED + s, loaded), (MFREE + s, 1) if g + 2 < total_steps else None,
+                ready = (LOADED + s, loaded)
+                if step.prepare:
+                    _emit(em, step.prepare, ready, (PREPARED + s, 1), pick=lambda op: not op.is_config)
+                    ready = (PREPARED + s, 1)
+                _matmuls(em, step.matmuls, ready, (MFREE + s, 1) if g + 2 < total_steps else None,
                          (None if acc_load else acc_wait) or step.matrix_wait)
             elif step.vector:  # a reduction step: its vector work frees the slot for step g + 2
                 loaded = _signal_each(em, step.loads, LOADED + s, (VFREE + s, 1) if g >= 2 else None)
@@ -143,8 +158,18 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
                 free = ((VFREE if tile.vector else SFREE) + s, 1) if g >= 2 else None
                 loaded = _signal_each(em, step.loads, LOADED + s, free)
             g += 1
+        return loaded
+
+    loaded = emit_steps(0) if ahead else 0
+    for t, tile in enumerate(tiles):
+        slot, later = t % 2, t + 2 < len(tiles)
+        gemm = any(step.matmuls for step in tile.steps)
+        if not ahead:
+            loaded = emit_steps(t)
         if gemm:
             em.emit(matmul_config, Sync(signal=COMPUTED + slot, signal_count=1))
+        if ahead and t + 1 < len(tiles):
+            emit_steps(t + 1)
         operands = _signal_each(em, tile.operands, OPERAND + slot, (OPFREE + slot, 1) if t >= 2 else None)
         reduced = any(step.vector for step in tile.steps)  # the vector engine has already waited for the loads
         if tile.vector:

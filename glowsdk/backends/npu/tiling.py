@@ -101,13 +101,16 @@ def _candidates(total: int, unit: int) -> list[int]:
 
 
 def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extra_buffers: int = 0,
-                  vector_passes: int = 1, pitches: Pitches | None = None, whole_image: bool = False) -> Tiling:
+                  vector_passes: int = 1, pitches: Pitches | None = None, whole_image: bool = False,
+                  reserved_acc: int = 0, input_passes: int = 0) -> Tiling:
     """The cheapest tiling that fits; UnsupportedError if none does. `extra_buffers` int8 tiles of the
-    result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each. With
-    `whole_image`, every tile holds all the output rows (a global pool reduces each tile to one row), and one
-    more accumulator row of the tile's channels is kept (the pool's divisor)."""
+    result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each, and
+    `input_passes` over each input tile before the array reads it (a channel gate); `reserved_acc` accumulator
+    words are the layer's own (the gate's rows). With `whole_image`, every tile holds all the output rows (a
+    global pool reduces each tile to one row), and one more accumulator row of the tile's channels is kept (the
+    pool's divisor)."""
     spad = config.scratchpad_bytes - reserved_spad
-    acc_words = config.accumulator_bytes // 4
+    acc_words = config.accumulator_bytes // 4 - reserved_acc
     best: Tiling | None = None
     for n in _candidates(min(shape.out_channels, MAX_N), config.array_cols):
         for c in _candidates(shape.channels, config.array_rows):
@@ -116,7 +119,8 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
             rows = _largest_rows(shape, n, c, spad, acc_words - (n if whole_image else 0), extra_buffers)
             if rows == 0 or whole_image and rows < shape.out_height:
                 continue
-            traffic, cycles = estimate(shape, rows, n, c, config, extra_buffers, vector_passes, pitches)
+            traffic, cycles = estimate(shape, rows, n, c, config, extra_buffers, vector_passes, pitches,
+                                       input_passes)
             if best is None or cycles < best.cycles:
                 best = Tiling(rows, n, c, traffic, cycles, extra_buffers)
     if best is None:
@@ -205,8 +209,9 @@ def _image_runs(rows: int, width: int, c: int, pitch: int, offset: int) -> tuple
 
 
 def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, extra: int = 0,
-             vector_passes: int = 1, pitches: Pitches | None = None) -> tuple[int, float]:
-    """(DRAM bytes, cycles) of one image's tiles of `rows` x `n` x `c` (see the module docstring)."""
+             vector_passes: int = 1, pitches: Pitches | None = None, input_passes: int = 0) -> tuple[int, float]:
+    """(DRAM bytes, cycles) of one image's tiles of `rows` x `n` x `c` (see the module docstring); the vector
+    engine makes `input_passes` over each input tile loaded, between its load and the array."""
     s = shape
     pitches = pitches or Pitches(s.channels, s.out_channels)
     bias = _runs(1, 4 * s.out_channels, 0, config)
@@ -243,6 +248,8 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
                 reads = (row_count if j == 0 else 0) if stationary else tiles * c_count
                 loads += (reads + tiles * c_count) * latency
                 mm = min(matmul_cycles(pixels, k, n_size, flow, config) for flow in ("ws", "os"))
+                prepare = input_passes * vector_cycles(in_rows * s.width * c_size, config)
+                vector += reads * prepare
                 traffic += reads * in_rows * s.width * c_size + tiles * c_count * k * n_size
                 bus += reads * image[1] + tiles * c_count * weights[1]
                 held += sum(count * (r[0] * config.dram_latency_cycles + r[1])
@@ -250,7 +257,7 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
                 array += tiles * c_count * mm
                 steps += tiles * c_count
                 if not first_load:
-                    first_load, first_mm = step_loads, mm
+                    first_load, first_mm = step_loads + prepare, mm
                 last_mm = mm
             last_tail = tile_vector + store
     # the busiest stream, started by the first step's loads and ended by the last tile's vector work and store
