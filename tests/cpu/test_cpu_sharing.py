@@ -106,10 +106,10 @@ def kernel_text(program, step) -> str:
     builder = ModuleBuilder(program, machine.triple, str(machine.target_data))
     builder.add_step(step, KERNELS[step.instrs[0].kind].build)
     program.plan.activation_bytes = activation_bytes
-    function = next(f for f in builder.module.functions if f.linkage == "internal")
-    for index, argument in enumerate(function.args):
-        argument.name = f"arg{index}"
-    text = str(function).replace(function.name, "kernel")
+    text, = builder.definitions
+    for index, argument in enumerate(re.findall(r'%("[^"]*")', text.split("\n", 1)[0])):
+        text = text.replace(f"%{argument}", f"%arg{index}")
+    text = text.replace(KERNEL.match(text).group(1), "kernel")
     return re.sub(r"@\"?kernel\.[\w.]*\"?", "@table", text)
 
 

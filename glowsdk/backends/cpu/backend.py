@@ -19,7 +19,6 @@ region. The supported primitives are exactly the kernel table's kinds.
 from __future__ import annotations
 
 import ctypes
-import gc
 import threading
 from typing import Any, Mapping
 
@@ -300,9 +299,8 @@ def compile_fresh(function: Function, options: CompileOptions) -> CpuFunction:
                             split_min_us=options.extra.get("split_min_us", PARALLEL_MIN_US))
     for step in steps:
         builder.add_step(step, KERNELS[step.instrs[0].kind].build)
-    llvm_ir = str(builder.finish())
+    llvm_ir = builder.finish()
     del builder
-    gc.collect()  # the llvmlite module's objects (parent links make cycles; 130 MB for resnet50's) go before LLVM
     if options.extra.get("dump_llvm"):
         write_text(options.extra["dump_llvm"], llvm_ir, "--dump-llvm")
     constants = constant_region(program)  # before LLVM's peak, so the packed arrays are gone by then
