@@ -16,7 +16,9 @@ the entry point calls them in program order, passing each group's address
 function). Every pointer argument is `noalias` (groups share no byte), which
 lets LLVM vectorise and reorder a kernel's loops freely. Kernels return a status
 (0, or 1 for a run-time error such as a Gather index out of range); the entry
-point stops at the first failure.
+point stops at the first failure. A kernel is printed as soon as it is built and its llvmlite
+body dropped (`_printed`), so the module's objects never exist whole: `finish` returns the
+module's text.
 
 Threads (threads.py): `glowsdk_thread(constants, activations, bindings, thread,
 threads)` is the same program run by thread `thread` of `threads`; a kernel that
