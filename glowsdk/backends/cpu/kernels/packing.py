@@ -20,10 +20,12 @@ packed by the first row tile as it computes (column_source, strided_source).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from llvmlite import ir
 
+from ....compiler.ir.function import Weight, base_of
 from ..codegen.kinds import I1, I32, I64, PTR, i64
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext
@@ -31,6 +33,15 @@ from .gemm import CACHE_LINE, Gemm, Panel, Source, offset, panel_alignment, pref
 
 OUTSIDE = -(1 << 24)
 """Table entry of a padding column: outside every input, so its lanes are always zero."""
+
+
+def constant_filter(instr: Any) -> Weight | None:
+    """A convolution's constant filter weight (to pack at compile time), None when it is computed
+    at run time."""
+    base = base_of(instr.filter)
+    if isinstance(base, Weight) and base.role == "constant" and base.value is not None and base is instr.filter:
+        return base
+    return None
 
 
 def pack_row_panels(matrix: np.ndarray, tile_rows: int) -> np.ndarray:
@@ -144,7 +155,7 @@ def emit_pack(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, 
                     at = builder.add(builder.add(first, i64(v * lanes)), shift)
                     value = _masked_load(ctx, offset(builder, channel, at), masks[v], lanes)
                 else:
-                    value = _gather(ctx, channel, offsets[v], masks[v], lanes)
+                    value = masked_gather(ctx, channel, offsets[v], masks[v], lanes)
                 builder.store(value, offset(builder, row, v * lanes), align=panel_alignment(nr, lanes))
     return Panel(panel, nr)
 
@@ -286,7 +297,7 @@ def _masked_load(ctx: KernelContext, pointer: ir.Value, mask: ir.Value, lanes: i
     return ctx.builder.call(function, [pointer, ir.Constant(I32, 4), mask, ir.Constant(vector, [0.0] * lanes)])
 
 
-def _gather(ctx: KernelContext, base: ir.Value, offsets: ir.Value, mask: ir.Value, lanes: int) -> ir.Value:
+def masked_gather(ctx: KernelContext, base: ir.Value, offsets: ir.Value, mask: ir.Value, lanes: int) -> ir.Value:
     """base[offsets[j]] where mask[j], else 0."""
     builder = ctx.builder
     vector = vector_type(lanes)
