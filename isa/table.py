@@ -16,7 +16,7 @@ from .families import dma, matrix, vector
 from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
                      validate_table)
 
-ISA_VERSION = (2, 4)
+ISA_VERSION = (2, 5)
 """(major, minor): major changes with any incompatible encoding or semantics, minor when instructions are
 added; a binary records the version it was built for."""
 
@@ -60,10 +60,12 @@ POOL_OP = symbolic("pool_op", ("max", "avg"), "pooling: maximum or rounded avera
 REDUCE_OP = symbolic("reduce_op", ("sum", "max"), "reduction: saturating sum or maximum")
 INT16 = signed("int16", 16, "signed 16-bit value")
 SHIFT5 = unsigned("shift5", 5, "left shift 0..31")
+GROUPS = unsigned("groups", 4, "groups of a grouped product, side by side on the array", lo=1, hi=8)
 
 FIELD_KINDS: tuple[FieldKind, ...] = (
     DRAM_ADDR, SPAD_ADDR, ACC_ADDR, ACC_ADDR19, SRAM_ADDR, SPACE, STRIDE, STRIDE16, PITCH, BYTES, COUNT12, COUNT13, COUNT16,
-    COUNT24, PAD8, WINDOW, WINDOW8, FLAG, INT8, INT16, INT32, MULTIPLIER, SHIFT, SHIFT5, DATAFLOW, POOL_OP, REDUCE_OP)
+    COUNT24, PAD8, WINDOW, WINDOW8, FLAG, INT8, INT16, INT32, MULTIPLIER, SHIFT, SHIFT5, GROUPS, DATAFLOW, POOL_OP,
+    REDUCE_OP)
 
 F = Field
 
@@ -175,7 +177,7 @@ is `spad[sram + b]`. space = acc: E must be a multiple of 4 (fault otherwise); i
 MATRIX = [
     InstrSpec("CONFIG_MATMUL", 0x0C, Engine.MATRIX, (
         F("dataflow", 22, DATAFLOW, "weight-stationary (ws) or output-stationary (os)"),
-        F("im2col", 23, FLAG, "1: MATMUL reads its input through the convolution window below"),
+        F("im2col", 23, FLAG, "1: MATMUL and GMATMUL read their input through the convolution window below"),
         F("out_w", 24, COUNT16, "output pixels per output row"),
         F("channels", 40, COUNT16, "input channels per pixel (innermost part of K)"),
         F("kw", 56, WINDOW8, "kernel width"),
@@ -185,8 +187,8 @@ MATRIX = [
         F("dil_w", 84, WINDOW, "horizontal dilation"),
         F("row_pitch", 88, PITCH, "scratchpad bytes between image rows"),
         F("pixel_pitch", 110, STRIDE16, "scratchpad bytes between pixels of a row"),
-    ), "Sets the matrix engine's dataflow (timing only, never the result) and how MATMUL addresses its input "
-       "matrix.", "matrix-config",
+    ), "Sets the matrix engine's dataflow (timing only, never the result) and how MATMUL and GMATMUL address "
+       "their input matrix.", "matrix-config",
         reset=_reset(dataflow=FromConfig("reset_dataflow"), im2col=0, out_w=1, channels=1, kw=1, stride_h=1, stride_w=1,
                      dil_h=1, dil_w=1, row_pitch=0, pixel_pitch=0), **_CONFIG),
     InstrSpec("MATMUL", 0x0D, Engine.MATRIX, (
@@ -208,6 +210,32 @@ kx = (i div channels) mod kw, ci = i mod channels, and `A(p, i) = spad[inp + (oy
 MATMUL performs every fold of the problem over the array (K and N folds when weight-stationary, P and N
 folds when output-stationary).""", "matrix",
               semantics=matrix.matmul, extents=matrix.matmul_extents, timing=matrix.MATMUL_TIMING),
+    InstrSpec("GMATMUL", 0x0E, Engine.MATRIX, (
+        F("inp", 22, SPAD_ADDR, "input image (im2col) or matrix, the groups' channels one after another per pixel"),
+        F("wgt", 44, SPAD_ADDR, "weights: groups blocks of k x n int8, row-major, one after another"),
+        F("acc", 66, ACC_ADDR, "result matrix (rows x groups*n int32, row-major)"),
+        F("rows", 86, COUNT12, "P: output pixels (rows of the result)"),
+        F("k", 98, COUNT12, "K: reduction length of each group"),
+        F("n", 110, COUNT12, "N: result columns of each group"),
+        F("groups", 122, GROUPS, "G: products side by side"),
+        F("interleave", 126, FLAG, "1: group q's column j is result column j*G + q (a channel shuffle)"),
+        F("acc_mode", 127, FLAG, "0: overwrite the result, 1: add to it"),
+    ), """\
+A grouped product (a grouped convolution: the block diagonal of its filter without the zeros), G = groups
+products side by side. For q < G, p < rows, j < n: `S(q, p, j) = wrap32(sum over i < k of A_q(p, i) *
+spad[wgt + (q*k + i)*n + j])`. With im2col = 0, `A_q(p, i) = spad[inp + (p*G + q)*k + i]`; with im2col = 1, A_q
+is MATMUL's implicit im2col (CONFIG_MATMUL's window, k a multiple of kw*channels) read from inp + q*channels:
+every pixel holds the groups' channels one after another. Result column t = j*G + q when interleave is 1
+(the G groups' outputs shuffled, as a channel shuffle of G groups orders them), else q*n + j; `acc[acc + p*G*n
++ t] = S(q, p, j)` (acc_mode 0) or `wrap32(acc[acc + p*G*n + t] + S(q, p, j))` (acc_mode 1). The hardware:
+the array's columns form G blocks of C div G (more groups than columns is a fault); each block holds its
+group's weights, and its first column takes the input rows of its own group through a 2:1 multiplexer per row
+(the row's value from the block to its left otherwise), so the scratchpad's array port reads G input streams
+(G x R bytes a cycle, G at most 8); the accumulator's write port places each block's column sums at their
+result columns. Cycles are MATMUL's for a product of n' = ceil(n / (C div G)) x C columns: the folds of one
+block (K folds by ceil(n / (C div G)) N folds weight-stationary, P folds by as many output-stationary), each as
+long as a whole-array fold.""", "matrix",
+              semantics=matrix.grouped_matmul, extents=matrix.grouped_matmul_extents, timing=matrix.GMATMUL_TIMING),
 ]
 
 _BINARY = {

@@ -5,7 +5,8 @@ its input once per column fold (ceil(N / C) times) and its weights once (weight-
 once per row fold (output-stationary, ceil(P / R) times); it writes the P x N int32 result once
 per K fold (weight-stationary: partial sums go back to the accumulator) or once (output-
 stationary), and reads it back for every write that adds to what is there (accumulate mode, or
-a K fold after the first). Other instructions touch exactly their extents. A LOAD writes the
+a K fold after the first). A GMATMUL of G groups is G such products whose column folds are those of
+one block of C div G columns. Other instructions touch exactly their extents. A LOAD writes the
 SRAM with its DRAM bytes plus its padding; a DRAM read is a weight read when its address lies in
 the binary's constants region.
 """
@@ -33,15 +34,16 @@ def step_accesses(step: Step, config: ArchConfig, weights: Region | None) -> Cou
     i = step.instr
     if step.problem:
         return counts
-    if i.mnemonic == "MATMUL":
+    if i.mnemonic in ("MATMUL", "GMATMUL"):
         dataflow = step.registers["dataflow"]
-        col_folds, row_folds, k_folds = _ceil(i.n, config.array_cols), _ceil(i.rows, config.array_rows), \
+        groups = i.groups if i.mnemonic == "GMATMUL" else 1
+        col_folds, row_folds, k_folds = _ceil(i.n, config.array_cols // groups), _ceil(i.rows, config.array_rows), \
             _ceil(i.k, config.array_rows)
-        counts["spad", "read", "input"] += i.rows * i.k * col_folds
-        counts["spad", "read", "weights"] += i.k * i.n * (1 if dataflow == "ws" else row_folds)
+        counts["spad", "read", "input"] += groups * i.rows * i.k * col_folds
+        counts["spad", "read", "weights"] += groups * i.k * i.n * (1 if dataflow == "ws" else row_folds)
         writes = k_folds if dataflow == "ws" else 1
-        counts["acc", "write", "output"] += 4 * i.rows * i.n * writes
-        counts["acc", "read", "output"] += 4 * i.rows * i.n * (writes - 1 + i.acc_mode)
+        counts["acc", "write", "output"] += 4 * groups * i.rows * i.n * writes
+        counts["acc", "read", "output"] += 4 * groups * i.rows * i.n * (writes - 1 + i.acc_mode)
         return counts
     if step.transfer is not None:
         moved = step.dram_bytes

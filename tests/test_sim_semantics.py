@@ -392,6 +392,45 @@ def case_matmul(rng):
         assert acc(result, 0, rows * 4).tolist() == (a @ w.reshape(k, 4)).ravel().tolist(), dataflow
 
 
+def case_grouped_matmul(rng):
+    """GMATMUL against the ISA reference's formula element by element: dense and im2col input, blocked and
+    interleaved result columns, acc_mode 0 and 1 (sums that wrap modulo 2^32)."""
+    rows, k, n, g = 5, 7, 3, 3
+    a, w = operand(rng, "spad", rows * g * k), operand(rng, "spad", g * k * n)
+    start = operand(rng, "acc", rows * g * n)
+    for interleave, acc_mode in ((0, 0), (1, 1)):
+        p = Program()
+        p.put("spad", 0x0, a)
+        p.put("spad", 0x1000, w)
+        p.put("acc", 0x100, start)
+        result = p.run(f"GMATMUL inp=0x0 wgt=0x1000 acc=0x100 rows={rows} k={k} n={n} groups={g} "
+                       f"interleave={interleave} acc_mode={acc_mode}")
+        want = [0] * (rows * g * n)
+        for q in range(g):
+            for r in range(rows):
+                for j in range(n):
+                    s = sum(int(a[(r * g + q) * k + i]) * int(w[(q * k + i) * n + j]) for i in range(k))
+                    t = r * g * n + (j * g + q if interleave else q * n + j)
+                    want[t] = wrap32(s + (int(start[t]) if acc_mode else 0))
+        assert acc(result, 0x100, rows * g * n).tolist() == want
+    # im2col: group q's window reads its channels `channels` bytes after group q - 1's in every pixel.
+    image = operand(rng, "spad", 4096)
+    channels, kw, kh, out_w, rows, g, n = 2, 2, 2, 3, 7, 2, 3
+    k = kh * kw * channels
+    w = operand(rng, "spad", g * k * n)
+    for dataflow in ("ws", "os"):
+        p = Program()
+        p.put("spad", 0x0, image)
+        p.put("spad", 0x2000, w)
+        result = p.run(config_matmul(dataflow, 1, out_w, channels, kw, 1, 2, 40, 5),
+                       f"GMATMUL inp=0x10 wgt=0x2000 acc=0x0 rows={rows} k={k} n={n} groups={g} interleave=1 "
+                       f"acc_mode=0")
+        got = acc(result, 0, rows * g * n).reshape(rows, n, g)
+        for q in range(g):
+            a = im2col_reference(image, 0x10 + q * channels, rows, k, out_w, channels, kw, 1, 1, 2, 2, 40, 5)
+            assert got[:, :, q].tolist() == (a @ w[q * k * n:(q + 1) * k * n].reshape(k, n)).tolist(), dataflow
+
+
 def load_reference(dram: dict[int, bytes], at: int, planes, rows, cols, ps, rs, cs, e, pads, pad_value):
     top, bottom, left, right = pads
     height, width = top + rows + bottom, left + cols + right
@@ -492,7 +531,7 @@ CASES: dict[str, Callable] = {
     "VMAC": case_mac, "VADD_LUT": case_add_lut, "REQUANT_LUT": case_requant_lut, "REQUANT_MUL": case_requant_mul,
     "POOL": case_pool, "CONFIG_POOL": case_pool,
     "REDUCE": case_reduce,
-    "MATMUL": case_matmul, "CONFIG_MATMUL": case_matmul,
+    "MATMUL": case_matmul, "CONFIG_MATMUL": case_matmul, "GMATMUL": case_grouped_matmul,
     "LOAD": case_load, "CONFIG_LOAD": case_load, "CONFIG_PAD": case_load, "GATHER": case_gather,
     "STORE": case_store, "CONFIG_STORE": case_store,
     "NOP": case_control, "END": case_control,
