@@ -232,9 +232,9 @@ the array's columns form G blocks of C div G (more groups than columns is a faul
 group's weights, and its first column takes the input rows of its own group through a 2:1 multiplexer per row
 (the row's value from the block to its left otherwise), so the scratchpad's array port reads G input streams
 (G x R bytes a cycle, G at most 8); the accumulator's write port places each block's column sums at their
-result columns. Cycles are MATMUL's for a product of n' = ceil(n / (C div G)) x C columns: the folds of one
-block (K folds by ceil(n / (C div G)) N folds weight-stationary, P folds by as many output-stationary), each as
-long as a whole-array fold.""", "matrix",
+result columns. Cycles: the blocks run side by side, each as MATMUL's on an R x (C div G) array (K folds by
+ceil(n / (C div G)) N folds weight-stationary, P folds by as many output-stationary; a fold skews its inputs
+across its own block's columns only).""", "matrix",
               semantics=matrix.grouped_matmul, extents=matrix.grouped_matmul_extents, timing=matrix.GMATMUL_TIMING),
 ]
 

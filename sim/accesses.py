@@ -5,8 +5,8 @@ its input once per column fold (ceil(N / C) times) and its weights once (weight-
 once per row fold (output-stationary, ceil(P / R) times); it writes the P x N int32 result once
 per K fold (weight-stationary: partial sums go back to the accumulator) or once (output-
 stationary), and reads it back for every write that adds to what is there (accumulate mode, or
-a K fold after the first). A GMATMUL of G groups is G such products whose column folds are those of
-one block of C div G columns. Other instructions touch exactly their extents. A LOAD writes the
+a K fold after the first). A GMATMUL of G groups is G such products, each on its own block of
+C div G columns. Other instructions touch exactly their extents. A LOAD writes the
 SRAM with its DRAM bytes plus its padding; a DRAM read is a weight read when its address lies in
 the binary's constants region.
 """

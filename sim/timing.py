@@ -10,9 +10,9 @@ from __future__ import annotations
 from isa.behaviour import Registers, vector_cycles
 from isa.config import ArchConfig
 from isa.encoding import Instr
-from isa.families.matrix import ARRAY_MODELS, matmul_cycles, matmul_cycles_by_fold
+from isa.families.matrix import ARRAY_MODELS, grouped_matmul_cycles, matmul_cycles, matmul_cycles_by_fold
 
-__all__ = ["ARRAY_MODELS", "macs", "matmul_cycles", "matmul_cycles_by_fold", "static_cycles",
+__all__ = ["ARRAY_MODELS", "grouped_matmul_cycles", "macs", "matmul_cycles", "matmul_cycles_by_fold", "static_cycles",
            "vector_cycles"]
 
 

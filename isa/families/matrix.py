@@ -7,6 +7,7 @@ one block, each as long as a MATMUL's.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -167,27 +168,28 @@ def _matmul_cycles(i: Instr, r: Registers, config: ArchConfig, array_model: str)
 MATMUL_TIMING = Timing(cycles=_matmul_cycles, macs=lambda i: i.rows * i.k * i.n)
 
 
-def block_columns(groups: int, config: ArchConfig) -> int:
-    """The array columns of each of a GMATMUL's column blocks: C div groups (0 when the array has fewer columns
-    than groups)."""
-    return config.array_cols // groups
+def block_array(groups: int, config: ArchConfig) -> ArchConfig:
+    """One of a GMATMUL's column blocks as an array of its own: R rows, C div groups columns (0 when the array has
+    fewer columns than groups), its own input rows entering at its first column."""
+    return replace(config, array_cols=config.array_cols // groups)
 
 
-def grouped_columns(n: int, groups: int, config: ArchConfig) -> int:
-    """The columns of the MATMUL whose folds and cycles a GMATMUL of n columns per group has: its N folds are
-    those of one block of C div groups columns, each fold as long as a whole-array one."""
-    return -(-n // block_columns(groups, config)) * config.array_cols
+def grouped_matmul_cycles(rows: int, k: int, n: int, groups: int, dataflow: str, config: ArchConfig,
+                          array_model: str = "closed") -> int:
+    """Stall-free GMATMUL cycles: the blocks run side by side, each a MATMUL of rows x k by k x n on its own
+    R x (C div groups) array (its folds, each filling and draining across its own columns only)."""
+    return ARRAY_MODELS[array_model](rows, k, n, dataflow, block_array(groups, config))
 
 
 def _grouped_cycles(i: Instr, r: Registers, config: ArchConfig, array_model: str) -> int:
     """A GMATMUL's cycles; more groups than array columns (an empty block) is a static fault."""
-    if not block_columns(i.groups, config):
+    if i.groups > config.array_cols:
         raise ProgramError(f"GMATMUL of {i.groups} groups, but the array of architecture '{config.name}' has "
                            f"{config.array_cols} columns")
     if r["dataflow"] not in config.dataflows:
         raise ProgramError(f"GMATMUL in the {r['dataflow']} dataflow, but the array of architecture "
                            f"'{config.name}' is {config.dataflow}-only")
-    return ARRAY_MODELS[array_model](i.rows, i.k, grouped_columns(i.n, i.groups, config), r["dataflow"], config)
+    return grouped_matmul_cycles(i.rows, i.k, i.n, i.groups, r["dataflow"], config, array_model)
 
 
 GMATMUL_TIMING = Timing(cycles=_grouped_cycles, macs=lambda i: i.groups * i.rows * i.k * i.n)

@@ -18,6 +18,7 @@ from onnx import numpy_helper
 from glowsdk.backends.npu.grouped import dram_cycles, groups_per_layer
 from glowsdk.backends.npu.tiling import ConvShape
 from isa import PRESETS
+from sim.timing import macs
 
 from npu_nets import NetBuilder
 from test_npu_backend import assert_bit_exact
@@ -74,6 +75,19 @@ def test_channel_shuffle_is_the_order_the_producer_writes(groups, producer_group
     layers = npu.compiled.layers
     assert {layer.kind for layer in layers} == {"Conv", "Copy"}  # ... and the binary moves no byte for it
     assert [layer.name for layer in layers if layer.kind == "Copy"] == list(npu.compiled.binary.bindings.outputs)
+
+
+def test_grouped_conv_before_a_shuffle_of_its_groups_runs_them_side_by_side():
+    """GMATMUL: the grouped 1x1 before a shuffle of as many groups runs its groups on column blocks of the array,
+    writing them interleaved (the shuffle's order): its matrix work is the useful MACs only, no block off the
+    diagonal; the grouped 1x1 after the depthwise one (no shuffle) writes its groups one after another."""
+    c, hw, groups = 24, 10, 4
+    npu = assert_bit_exact(shuffle_unit(groups, groups, c, hw), config="default")
+    products = [i for i in npu.compiled.binary.instructions if i.mnemonic == "GMATMUL"]
+    assert {(i.groups, i.interleave) for i in products} <= {(groups, 0), (groups, 1)}
+    shuffled = [i for i in products if i.interleave]
+    assert sum(macs(i) for i in shuffled) == hw * hw * c * c // groups
+    assert all(i.k == c // groups for i in shuffled)
 
 
 def depthwise_net(c: int, hw: int, k: int, stride: int, dilation: int = 1, residual: bool = False, batch: int = 1):

@@ -88,6 +88,22 @@ def test_a_row_tile_loads_its_input_once_for_all_its_output_channel_tiles():
     assert len(loads) == row_tiles + steps - (layer.prefetched is not None)  # the layer before loads the first block
 
 
+def test_a_weight_block_two_steps_back_is_read_where_it_lies():
+    """One output-channel tile and every input channel in one step (a narrow 1x1 on a tall image): each step's
+    weight block is the one the step two back loaded into the same slot, so it is loaded twice, once per slot
+    (when the layer before loaded the first step's, the first slot's load is the third step's)."""
+    b = NetBuilder((1, 32, 56, 56))
+    npu = assert_bit_exact(b.network(b.conv(b.conv("x", 32, 32, 1, 0), 32, 16, 1, 0)), config="edge")
+    layer = next(layer.body for layer in npu.compiled.layers if layer.kind == "Conv" and
+                 layer.body.shape.out_channels == 16)
+    s, t = layer.shape, layer.tiling
+    assert t.c == s.channels and t.n == s.out_channels and -(-s.out_height // t.rows) > 2
+    _, tiles, _ = layer.tiles(lambda tensor: 0, 0)
+    loads = [op for tile in tiles for step in tile.steps for op in step.loads
+             if op.mnemonic == "LOAD" and op.fields["dram"] == layer.weights[(0, 0)]]
+    assert len(loads) == 2
+
+
 def test_grouped_conv_per_channel_bit_exact():
     assert_bit_exact(_grouped_net(24, 24, 24, 3, 1), config="default", per_channel=True)
 

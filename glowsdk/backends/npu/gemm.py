@@ -35,17 +35,18 @@ import numpy as np
 from isa.config import ArchConfig
 from isa.program import LUT_BYTES
 from isa.roofline import Workload
-from sim.timing import matmul_cycles
+from sim.timing import grouped_matmul_cycles, matmul_cycles
 
 from ...errors import UnsupportedError
 from ...numerics import requantize
 from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE,
-                           LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, REQUANT_LUT, REQUANT_MUL, STORE, VADD,
-                           VADD_LUT, VADDI, VDIV, VMULI, VSUBI, Op)
+                           GMATMUL, LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, REQUANT_LUT, REQUANT_MUL, STORE,
+                           VADD, VADD_LUT, VADDI, VDIV, VMULI, VSUBI, Op)
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
-from .tiling import ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_tiling
+from .tiling import (ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling,
+                     choose_tiling)
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,19 @@ class Requant:
         table[:, :4] = self.multipliers.astype("<i4").view(np.uint8).reshape(-1, 4)
         table[:, 4] = self.shifts.astype(np.int8).view(np.uint8)
         return table.tobytes()
+
+
+@dataclass(frozen=True)
+class Packing:
+    """A grouped convolution run by GMATMUL (its groups side by side on the array, no zeros multiplied); with
+    `interleave` its result is in a channel shuffle's order (group q's channel j at j*groups + q)."""
+
+    groups: int
+    interleave: bool
+
+    def order(self, channels: int) -> np.ndarray:
+        """Result channel t is the convolution's channel order[t]."""
+        return np.arange(channels).reshape(self.groups, -1).T.reshape(-1) if self.interleave else np.arange(channels)
 
 
 @dataclass(frozen=True)
@@ -245,6 +259,22 @@ def vector_passes(epilogue: Sequence[EpilogueOp]) -> int:
     return 1 + sum(add(op) if isinstance(op, AddTensor) else one(op) for op in rest)
 
 
+def pretile_packed(filters: np.ndarray, tiling: Tiling, packing: Packing) -> list[tuple[int, int, bytes]]:
+    """(n0, 0, bytes) per output tile of a GMATMUL layer: `filters` is the O x C/G x KH x KW grouped filter, the
+    tile at result channel n0 is the same nt = n / G channels j0.. of every group (n0 = G j0 interleaved, else
+    every channel, j0 = 0), each group's (KH*KW*C/G) x nt block row-major, rows ordered (ky, kx, ci), one after
+    another: GMATMUL's weight operand, one contiguous LOAD."""
+    out_channels, g = filters.shape[0], packing.groups
+    per_group = out_channels // g
+    blocks = []
+    for n0 in range(0, out_channels, tiling.n):
+        j0, nt = n0 // g, min(tiling.n, out_channels - n0) // g
+        data = b"".join(np.ascontiguousarray(filters[q * per_group + j0:q * per_group + j0 + nt].transpose(2, 3, 1, 0))
+                        .reshape(-1, nt).astype(np.int8).tobytes() for q in range(g))
+        blocks.append((n0, 0, data))
+    return blocks
+
+
 def pretile_weights(filters: np.ndarray, tiling: Tiling) -> list[tuple[int, int, bytes]]:
     """(n0, c0, bytes) blocks of the O x C x KH x KW int8 filter, each (KH*KW*c) x n row-major with
     rows ordered (ky, kx, ci): the K x N layout the array reads, one contiguous LOAD per block."""
@@ -318,6 +348,8 @@ class GemmLayer:
     """the scratchpad address of the first step's weight block when the layer before loads it (prefetch.py)"""
     gate: ChannelGate | None = None
     """the per-channel gate each input tile is scaled by as it is loaded"""
+    packing: Packing | None = None
+    """a grouped convolution run by GMATMUL (`plan_packed`)"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
@@ -358,6 +390,34 @@ class GemmLayer:
                          add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue,
                          groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)), input_bytes=read,
                          pool=pool, divisor=divisor, gate=gate)
+
+    @staticmethod
+    def packed_tiling(shape: ConvShape, config: ArchConfig, source: Image, result: Image, requant: Requant,
+                      epilogue: tuple[EpilogueOp, ...], packing: Packing) -> Tiling:
+        """The tiling `plan_packed` takes (its estimate lets a caller weigh it against another way)."""
+        epilogue = compact(epilogue)
+        return choose_packed_tiling(shape, packing.groups, packing.interleave, config,
+                                    _reserved_spad(shape, requant.per_channel, epilogue),
+                                    sum(isinstance(op, AddTensor) for op in epilogue), vector_passes(epilogue),
+                                    Pitches(source.pixel_stride, result.pixel_stride))
+
+    @staticmethod
+    def plan_packed(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
+                    bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
+                    epilogue: tuple[EpilogueOp, ...], packing: Packing) -> GemmLayer:
+        """A grouped convolution as GMATMUL steps: `filters` is its O x C/G x KH x KW grouped filter, `bias` and
+        `requant` per output channel of the convolution; the layer writes its result in `packing`'s order."""
+        tiling = GemmLayer.packed_tiling(shape, config, source, result, requant, epilogue, packing)
+        epilogue = compact(epilogue)
+        order = packing.order(shape.out_channels)
+        sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
+        folded = ((bias.astype(np.int64) - x_zero * sums + (1 << 31)) % (1 << 32) - (1 << 31))[order]
+        requant = requant.take(order)
+        weights = {(n0, c0): add_constant(data) for n0, c0, data in pretile_packed(filters, tiling, packing)}
+        return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
+                         add_constant(requant.table()) if requant.per_channel else 0, requant, x_zero, config,
+                         epilogue, groups=packing.groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)),
+                         input_bytes=source.batch * shape.height * shape.width * shape.channels, packing=packing)
 
     def workload(self) -> Workload:
         """The work no tiling avoids (isa/roofline.py): the useful MACs (a block diagonal's zeros are none),
@@ -429,6 +489,8 @@ class GemmLayer:
                          load(base(self.gate.gate), "spad", gate_row, 1, s.channels)]
         source, result = base(self.source.tensor), base(self.result.tensor)
         tiles, g, row_tile = [], 0, -1
+        held: list[tuple[int, int] | None] = [None, None]
+        """the weight block each weight slot holds: a step whose block the step two back loaded reads it there"""
         config = None
         for b in range(self.source.batch):
             for oy0 in range(0, s.out_height, t.rows):
@@ -451,20 +513,30 @@ class GemmLayer:
                         if prepare and g == 0:
                             prepare = self.gate.rows(gate_row, gates, gates + s.channels, s.channels) + prepare
                         k = s.kh * s.kw * c
+                        groups = self.packing.groups if self.packing else 1  # GMATMUL's weights: k rows of n / groups
                         early = (PREFETCH, 1) if g == 0 and self.prefetched is not None else None
                         if early:  # the layer before loaded this block: one step less of pipeline fill
                             wgt = self.prefetched
-                        else:
-                            loads += [config_load(n, 0, n),
+                        elif held[g % 2] != (n0, c0) or not loads:  # (a step loads something: its wait frees a slot)
+                            loads += [config_load(n // groups, 0, n // groups),
                                       load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1)]
-                        dataflow = best_dataflow(pixels, k, n, self.config)
+                            held[g % 2] = (n0, c0)
+                        if self.packing:  # k and the window's channels are one group's
+                            k //= groups
+                            dataflow = min(self.config.dataflows, key=lambda flow: grouped_matmul_cycles(
+                                pixels, k, n // groups, groups, flow, self.config))
+                            product = GMATMUL(inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n // groups,
+                                              groups=groups, interleave=int(self.packing.interleave),
+                                              acc_mode=int(bool(steps)))
+                        else:
+                            dataflow = best_dataflow(pixels, k, n, self.config)
+                            product = MATMUL(inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n,
+                                             acc_mode=int(bool(steps)))
                         config = CONFIG_MATMUL(
-                            dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c, kw=s.kw,
-                            stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0], dil_w=s.dilation[1],
-                            row_pitch=s.padded_width * c, pixel_pitch=c)
-                        steps.append(Step(loads, [config, MATMUL(
-                            inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n, acc_mode=int(bool(steps)))],
-                            matrix_wait=early, prepare=prepare))
+                            dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c // groups,
+                            kw=s.kw, stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0],
+                            dil_w=s.dilation[1], row_pitch=s.padded_width * c, pixel_pitch=c)
+                        steps.append(Step(loads, [config, product], matrix_wait=early, prepare=prepare))
                         g += 1
                     residuals: list[Op] = []  # read by the vector engine only: the array does not wait for them
                     for op in adds:

@@ -29,10 +29,11 @@ import numpy as np
 from isa.config import ArchConfig
 from sim.timing import matmul_cycles
 
+from ...errors import UnsupportedError
 from ...graph.node import Node
-from .gemm import AddTensor, EpilogueOp, GemmLayer, Image, Requant
+from .gemm import AddTensor, EpilogueOp, GemmLayer, Image, Packing, Requant, compact, vector_passes
 from .tensors import DramTensor
-from .tiling import ConvShape
+from .tiling import ConvShape, Pitches, choose_grouped_tiling, packable
 
 LAYER_OVERHEAD_CYCLES = 400
 """A layer's fixed cost: the closing barrier, the DRAM latency of its first loads, the last store."""
@@ -96,6 +97,12 @@ def grouped_layers(node: Node, x: DramTensor, out: DramTensor, requant: Requant,
     filters = np.asarray(node.filter.node.value)
     bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
     x_zero = int(node.input.type.offsets.reshape(-1)[0])
+    whole = replace(one, channels=c, out_channels=oc)
+    packing = _packing(whole, groups, order, m, Image.of(x), Image.of(out), requant, epilogue, config)
+    if packing is not None:
+        yield node.name, GemmLayer.plan_packed(whole, config, Image.of(x), Image.of(out), filters, bias, requant,
+                                               x_zero, add_constant, epilogue, packing)
+        return
     if order is None and m < groups:  # one layer, its tiles following the groups (no step off the diagonal)
         yield node.name, GemmLayer.plan(replace(one, channels=c, out_channels=oc), config, Image.of(x), Image.of(out),
                                         block_diagonal(filters, groups), bias, requant, x_zero, add_constant,
@@ -114,6 +121,28 @@ def grouped_layers(node: Node, x: DramTensor, out: DramTensor, requant: Requant,
                                Image.of(out.sliced(1, g0 * og, og * k)), dense, part_bias, part, x_zero,
                                add_constant, _sliced(epilogue, g0 * og, og * k), groups=k)
         yield (node.name if m == groups else f"{node.name}/groups{g0}-{g0 + k - 1}"), layer
+
+
+def _packing(shape: ConvShape, groups: int, order: np.ndarray | None, m: int, x: Image, out: Image, requant: Requant,
+             epilogue: tuple[EpilogueOp, ...], config: ArchConfig) -> Packing | None:
+    """GMATMUL's way when it runs the layer (`packable`): always for a shuffle of as many groups as the
+    convolution has (its result interleaves them), else when its estimate beats the block diagonal's tiles."""
+    if not packable(shape, groups, config):
+        return None
+    if order is not None:
+        packing = Packing(groups, True)
+        return packing if np.array_equal(order, packing.order(shape.out_channels)) else None
+    packing = Packing(groups, False)
+    try:
+        packed = GemmLayer.packed_tiling(shape, config, x, out, requant, epilogue, packing).cycles
+    except UnsupportedError:
+        return None
+    if m == groups:
+        return packing
+    chain = compact(epilogue)
+    diagonal = choose_grouped_tiling(shape, groups, config, 0, sum(isinstance(op, AddTensor) for op in chain),
+                                     vector_passes(chain), Pitches(x.pixel_stride, out.pixel_stride))
+    return packing if packed < diagonal.cycles else None
 
 
 def _sliced(epilogue: tuple[EpilogueOp, ...], start: int, size: int) -> tuple[EpilogueOp, ...]:

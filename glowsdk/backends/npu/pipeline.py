@@ -26,6 +26,8 @@ TABLE = 15
 """Signalled by a layer's prologue loads (requantize tables), waited on once by the vector engine."""
 TRANSFERS = ("LOAD", "GATHER")
 """The load engine's instructions that move data (each signals its step's semaphore once)."""
+PRODUCTS = ("MATMUL", "GMATMUL")
+"""The matrix engine's instructions that compute (a step's first waits for its loads, its last frees them)."""
 OPERAND, OPFREE = 16, 18
 """Per-slot pairs: a tile's vector operands loaded; their buffers free again (the vector engine is done)."""
 PREFETCH = 20
@@ -101,11 +103,11 @@ def _matmuls(em: Emitter, specs: list[Op], loaded: tuple[int, int], free: tuple[
     """Emit one step's matrix work: the first MATMUL waits for its loads, the last frees the slot. A step that
     loads nothing into the accumulator waits `acc_free` on its leading CONFIG_MATMUL instead (as the first step of
     a layer whose weights the layer before loaded waits PREFETCH: Step.matrix_wait)."""
-    first, _ = _emit(em, specs, loaded, free, pick=lambda op: op.mnemonic == "MATMUL")
+    first, _ = _emit(em, specs, loaded, free, pick=lambda op: op.mnemonic in PRODUCTS)
     if acc_free:
         if specs[0].mnemonic != "CONFIG_MATMUL":
             raise AssertionError("a step with no accumulator load starts with CONFIG_MATMUL")
-        em.set_sync(first - specs.index(next(op for op in specs if op.mnemonic == "MATMUL")), wait=acc_free)
+        em.set_sync(first - specs.index(next(op for op in specs if op.mnemonic in PRODUCTS)), wait=acc_free)
 
 
 def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_config: Op | None = None,

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, replace
 
 from isa.config import ArchConfig
-from sim.timing import matmul_cycles, vector_cycles
+from sim.timing import grouped_matmul_cycles, matmul_cycles, vector_cycles
 
 from ...errors import UnsupportedError
 from .scratchpad import align
@@ -160,6 +160,47 @@ def choose_grouped_tiling(shape: ConvShape, groups: int, config: ArchConfig, res
     return best
 
 
+MAX_PACKED_ROWS = 4095
+"""GMATMUL counts its rows, and each group's k and n, in 12 bits."""
+MAX_PACKED_GROUPS = 8
+
+
+def packable(shape: ConvShape, groups: int, config: ArchConfig) -> bool:
+    """Whether GMATMUL can run this grouped convolution: at most 8 groups, each on a column block of the array,
+    and a group's K and N within its 12-bit fields."""
+    return (1 < groups <= min(MAX_PACKED_GROUPS, config.array_cols)
+            and shape.kh * shape.kw * shape.channels // groups <= MAX_PACKED_ROWS
+            and shape.out_channels // groups <= MAX_PACKED_ROWS)
+
+
+def choose_packed_tiling(shape: ConvShape, groups: int, interleave: bool, config: ArchConfig, reserved_spad: int,
+                         extra_buffers: int = 0, vector_passes: int = 1, pitches: Pitches | None = None) -> Tiling:
+    """The cheapest tiling of a grouped convolution run by GMATMUL (`packable`): every step reads all the input
+    channels; an output tile is the same nt output channels of every group, groups x nt result channels that lie
+    together only when the result interleaves the groups (a channel shuffle), else it is every output channel.
+    UnsupportedError if none fits."""
+    spad = config.scratchpad_bytes - reserved_spad
+    acc_words = config.accumulator_bytes // 4
+    og = shape.out_channels // groups
+    widths = [groups * nt for nt in _candidates(og, max(1, config.array_cols // groups))] if interleave else \
+        [shape.out_channels]
+    best: Tiling | None = None
+    for n in widths:
+        rows = min(_largest_rows(shape, n, shape.channels, spad, acc_words, extra_buffers),
+                   MAX_PACKED_ROWS // shape.out_width)
+        if rows == 0:
+            continue
+        traffic, cycles = estimate(shape, rows, n, shape.channels, config, extra_buffers, vector_passes, pitches,
+                                   packed=groups)
+        if best is None or cycles < best.cycles:
+            best = Tiling(rows, n, shape.channels, traffic, cycles, extra_buffers)
+    if best is None:
+        raise UnsupportedError(f"a {shape.kh}x{shape.kw} convolution of {groups} groups of "
+                               f"{shape.channels // groups} channels on {shape.width}-pixel rows does not fit the "
+                               f"scratchpad ({config.scratchpad_bytes} B)")
+    return best
+
+
 def block_touches(n0: int, n: int, c0: int, c: int, out_per_group: int, in_per_group: int) -> bool:
     """Whether output channels [n0, n0 + n) and input channels [c0, c0 + c) share a group of a block diagonal."""
     return n0 // out_per_group <= (c0 + c - 1) // in_per_group and c0 // in_per_group <= (n0 + n - 1) // out_per_group
@@ -209,9 +250,11 @@ def _image_runs(rows: int, width: int, c: int, pitch: int, offset: int) -> tuple
 
 
 def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, extra: int = 0,
-             vector_passes: int = 1, pitches: Pitches | None = None, input_passes: int = 0) -> tuple[int, float]:
+             vector_passes: int = 1, pitches: Pitches | None = None, input_passes: int = 0,
+             packed: int = 1) -> tuple[int, float]:
     """(DRAM bytes, cycles) of one image's tiles of `rows` x `n` x `c` (see the module docstring); the vector
-    engine makes `input_passes` over each input tile loaded, between its load and the array."""
+    engine makes `input_passes` over each input tile loaded, between its load and the array. With `packed`
+    groups, each step is a GMATMUL of that many groups (a group's K and N are those of the step over the groups)."""
     s = shape
     pitches = pitches or Pitches(s.channels, s.out_channels)
     bias = _runs(1, 4 * s.out_channels, 0, config)
@@ -240,14 +283,15 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
             held += tiles * (1 + extra) * (out[0] * config.dram_latency_cycles + out[1])
             vector += tiles * tile_vector
             for c_size, c_count in _split(s.channels, c):
-                k = s.kh * s.kw * c_size
+                k = s.kh * s.kw * c_size // packed
                 in_rows = min(s.in_rows(row_size), s.height)
                 image, weights = (_runs(*_image_runs(in_rows, s.width, c_size, pitches.input, c), config),
                                   _runs(1, k * n_size, 0, config))
                 step_loads = _transfer_cycles(*image, config) + _transfer_cycles(*weights, config)
                 reads = (row_count if j == 0 else 0) if stationary else tiles * c_count
                 loads += (reads + tiles * c_count) * latency
-                mm = min(matmul_cycles(pixels, k, n_size, flow, config) for flow in ("ws", "os"))
+                mm = min(matmul_cycles(pixels, k, n_size, flow, config) if packed == 1 else
+                         grouped_matmul_cycles(pixels, k, n_size // packed, packed, flow, config) for flow in ("ws", "os"))
                 prepare = input_passes * vector_cycles(in_rows * s.width * c_size, config)
                 vector += reads * prepare
                 traffic += reads * in_rows * s.width * c_size + tiles * c_count * k * n_size
