@@ -10,7 +10,7 @@ offset, and the JIT (backend.py) fills it with the caller's input arrays and
 the output arrays it returns, so a run copies no tensor in or out.
 Each step (one instruction, or a stack of element-wise ones) becomes an internal
 function of (activations, packed, one pointer per group of its operands,
-thread, threads), named after its instructions so a dump reads like the IR, and
+thread, threads, slot), named after its instructions so a dump reads like the IR, and
 the entry point calls them in program order, passing each group's address
 (sharing.py: steps that differ only in their operands' addresses share one
 function). Every pointer argument is `noalias` (groups share no byte), which
@@ -23,7 +23,10 @@ module's text.
 Threads (threads.py): `glowsdk_thread(constants, activations, bindings, thread,
 threads)` is the same program run by thread `thread` of `threads`; a kernel that
 splits its work and is worth splitting (threads.PARALLEL_MIN_US) is shared in
-chunks the threads take, any other runs on thread 0 only (as thread 0 of 1).
+chunks the threads take, any other runs on thread 0 only (as thread 0 of 1). A
+kernel's (thread, threads) say which share of its work a call computes; `slot` is
+the thread making the call, whose per-thread scratch it uses (a thread may run
+another's share, threads.py).
 `glowsdk_main` is thread 0 of 1; pool.py adds a persistent worker pool that runs
 the thread entry on the caller's thread and every worker that joins (or, in a
 program that shares no kernel, on the caller's alone). The entry's calls are
@@ -51,11 +54,11 @@ from ....compiler.ir.function import Instruction, Value, Weight, base_of
 from ....compiler.ir.program import Program
 from ....graph.types import ElemKind, Type
 from ....names import fresh_name
-from .kinds import I8, I32, PTR, i64
+from .kinds import I8, I32, I64, PTR, i64
 from .counters import StepCounters
 from .pool import add_pool
 from .sharing import Anchor, Operands, signature, step_operands
-from .threads import PARALLEL_MIN_US, SYNC_LINE, emit_shared, serial_nanoseconds, split, sync_bytes
+from .threads import MAX_THREADS, PARALLEL_MIN_US, SYNC_LINE, emit_shared, serial_nanoseconds, split, sync_bytes
 
 ENTRY = "glowsdk_main"
 THREAD_ENTRY = "glowsdk_thread"
@@ -64,8 +67,13 @@ REGIONS = ("constants", "activations", "placeholders")
 THREAD_ARGUMENTS = ("constants", "activations", "bindings")
 """The pointer arguments of the thread entry (then thread and threads, i32)."""
 KERNEL_ARGUMENTS = ("activations", "packed")
-"""A kernel's first pointer arguments (then one per operand group, thread and threads): the
-activations region (its scratch area) and the step's first packed constant."""
+"""A kernel's first pointer arguments (then one per operand group, thread, threads and slot):
+the activations region (its scratch area) and the step's first packed constant."""
+SCRATCH_SLOT_GAP = 64
+"""Unused bytes (a cache line) between two threads' scratch slots, which start on cache lines: no
+aligned pair of lines (Intel's L2 prefetcher fetches lines in pairs) holds bytes of two slots.
+Packed back to back, the depthwise kernel's 644-byte slots (a 7 x 7 plane) shared a line, and 2
+threads ran mnasnet's 1152-channel depthwise layers no faster than 1."""
 
 
 def placeholder_weights(program: Program) -> list[Weight]:
@@ -88,11 +96,11 @@ class KernelContext:
         self.builder = ir.IRBuilder(self._body)
         self._activations, self._packed = function.args[:2]
         self._operands = operands
-        self._groups = function.args[len(KERNEL_ARGUMENTS):-2]
+        self._groups = function.args[len(KERNEL_ARGUMENTS):-3]
         self.packing: list[tuple[_Packing, int]] = []
         """The packed constants this kernel reads and their constants-region offsets, in the order
         it asked for them."""
-        self.thread, self.threads = function.args[-2:]
+        self.thread, self.threads, self.slot = function.args[-3:]
         self.parallel = False
         self.position: Callable[[], ir.Value] | None = None
         """The flat index in the result of the element being computed, where a loop sets it (the
@@ -103,6 +111,15 @@ class KernelContext:
         runs on every thread (any other runs on thread 0 alone)."""
         self.parallel = True
         return split(self.builder, count, self.thread, self.threads)
+
+    def thread_scratch(self, nbytes: int) -> ir.Value:
+        """A pointer to `nbytes` of scratch memory (64-byte aligned) of the thread making the
+        call (its `slot`), this kernel's alone while it runs: per-thread planes or panels. The
+        slots lie SCRATCH_SLOT_GAP apart, so threads writing their own share no cache line."""
+        stride = aligned(nbytes, 64) + SCRATCH_SLOT_GAP
+        base = self.scratch(MAX_THREADS * stride)
+        return self.builder.gep(base, [self.builder.mul(self.builder.zext(self.slot, I64), i64(stride))],
+                                inbounds=True, source_etype=I8)
 
     def address(self, value: Value) -> ir.Value:
         """A pointer to the first byte of `value`, an operand of the step (a weight, activation or view)."""
@@ -361,16 +378,19 @@ class ModuleBuilder:
         self._names.add(candidate)
         return candidate
 
-    def _function(self, name: str, linkage: str, pointers: Sequence[str]) -> ir.Function:
-        """A function of the named noalias pointers, then (thread, threads)."""
-        signature = ir.FunctionType(I32, [PTR] * len(pointers) + [I32, I32])
+    def _function(self, name: str, linkage: str, pointers: Sequence[str], slot: bool = False) -> ir.Function:
+        """A function of the named noalias pointers, then (thread, threads), then with `slot` (a
+        kernel) the thread making the call."""
+        counts = ["thread", "threads", "slot"] if slot else ["thread", "threads"]
+        signature = ir.FunctionType(I32, [PTR] * len(pointers) + [I32] * len(counts))
         function = ir.Function(self.module, signature, self.unique(name))
         function.linkage = linkage
         function.attributes.add("nounwind")
         for arg, pointer in zip(function.args, pointers):
             arg.name = pointer
             arg.add_attribute("noalias")
-        function.args[-2].name, function.args[-1].name = "thread", "threads"
+        for arg, label in zip(function.args[len(pointers):], counts):
+            arg.name = label
         return function
 
     def add_step(self, step: Step, build: KernelBuilder) -> None:
@@ -392,7 +412,7 @@ class ModuleBuilder:
         groups: dict[int, str] = {}
         for value, (group, _) in zip(operands.values, operands.places):
             groups.setdefault(group, base_of(value).name)
-        function = self._function(step.name, "internal", [*KERNEL_ARGUMENTS, *groups.values()])
+        function = self._function(step.name, "internal", [*KERNEL_ARGUMENTS, *groups.values()], slot=True)
         function.attributes.add("noinline")
         context = KernelContext(self, function, operands)
         build(context, step)
@@ -400,7 +420,7 @@ class ModuleBuilder:
         offsets = [offset for _, offset in context.packing]
         layout = tuple(offset - offsets[0] for offset in offsets)
         used = used_values([function])
-        reads = tuple(id(group) in used for group in function.args[len(KERNEL_ARGUMENTS):-2])
+        reads = tuple(id(group) in used for group in function.args[len(KERNEL_ARGUMENTS):-3])
         kernel = _Kernel(function, context.parallel, tuple(p for p, _ in context.packing), layout, reads)
         self.definitions.append(_printed(self.module, function))
         return kernel, self._packed_like(kernel, operands)
@@ -438,7 +458,7 @@ class ModuleBuilder:
                     packed = self._constant_at(*call.packed) if call.packed is not None else ir.Constant(PTR, None)
                     anchors = [self._anchor(anchor) if reads else ir.Constant(PTR, None)
                                for anchor, reads in zip(call.anchors, call.kernel.reads)]
-                    arguments = [self.entry.args[1], packed, *anchors, chunk, chunks]
+                    arguments = [self.entry.args[1], packed, *anchors, chunk, chunks, thread]
                     builder.store(builder.call(call.kernel.function, arguments), self._status)
 
             if call.shared:

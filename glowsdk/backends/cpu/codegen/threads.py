@@ -1,28 +1,38 @@
-"""Threads inside one compiled program: work shared in chunks any thread may take.
+"""Threads inside one compiled program: each owns a share of a kernel, idle ones take what is left.
 
 The pool (pool.py) runs `glowsdk_thread(..., thread, threads)` on the caller's
 thread (thread 0) and on every worker that joins the run. A kernel worth
 splitting (serial_nanoseconds at least the `split_min_us` option, PARALLEL_MIN_US
-by default) is cut into `chunks(threads)` chunks, each a call of the kernel as
-thread `chunk` of `chunks` (so `split` gives it its share, and per-thread scratch
-indexed by the thread is the chunk's own); every other kernel runs on thread 0
-alone as thread 0 of 1. The threads take a shared kernel's chunks from a counter
-until none are left, so the work waits for no thread: a worker that is not on a
-core (on a loaded machine it often is not) takes fewer chunks or none, and
-thread 0 does the rest. The earlier static split (one share per thread, a
-barrier after every kernel) made every kernel wait for the slowest thread: a
-405-kernel GRU took 0.31 ms at the median on 2 threads of this 2-vCPU machine
-under load but 17 ms at the 90th percentile and 430 ms at the 99th (0.24 ms and
-12 ms on 1 thread).
+by default) is shared; every other kernel runs on thread 0 alone as thread 0 of 1.
+Each thread owns one share of a shared kernel (`split`'s share `thread` of
+`threads`) cut into `per` chunks (CHUNKS_PER_THREAD, fewer past 4 threads). A
+thread first claims its whole share, and if nobody took any of it yet runs it as
+one call, as thread `thread` of `threads`; then it takes the chunks left in the
+others' shares one by one (chunk c of `threads x per`: split's chunks c = t x per
+.. t x per + per - 1 of that many make up share t exactly). So the work waits
+for no thread: a worker that is not on a core (on a loaded machine it often is
+not) loses its share to the threads that are, thread 0 doing the rest. The
+earlier static split (one share per thread, a barrier after every kernel) made
+every kernel wait for the slowest thread: a 405-kernel GRU took 0.31 ms at the
+median on 2 threads of this 2-vCPU machine under load but 17 ms at the 90th
+percentile and 430 ms at the 99th (0.24 ms and 12 ms on 1 thread). Taking every
+chunk from one shared counter instead kept the load balanced but left it to
+chance which thread computed which part of a tensor: a depthwise layer read half
+its input from the other core's cache, where the 1x1 convolution before it, split
+the same way by channels, had left it. Owned shares keep each thread on its part
+of consecutive kernels (mnasnet1_0's 7 x 7 depthwise layers: 1.0x -> 1.9x on 2
+threads, with per-thread scratch on lines of its own: KernelContext.thread_scratch).
 
 The synchronisation words live in the activations region (SYNC_LINE bytes each,
 on their own cache lines; sync_bytes): thread 0's progress (how many shared
 kernels it has opened, published after the kernels before are complete), then
-per shared kernel the next chunk to take and the count of chunks finished. A
-worker waits for thread 0 to open a kernel, takes chunks, and goes on to the
-next; thread 0 opens it, takes chunks, and waits until every chunk is finished
-before the kernels after it. glowsdk_run zeroes the words before each run
-(pool.py). With one thread, a shared kernel is one call as thread 0 of 1.
+per shared kernel one line of claim counters (per owner, how many chunks of its
+share are taken; `per` once the owner claims it whole) and the count of chunks
+finished. A worker waits for thread 0 to open a kernel, claims and takes chunks,
+and goes on to the next; thread 0 opens it, claims and takes chunks, and waits
+until every chunk is finished before the kernels after it. glowsdk_run zeroes the
+words before each run (pool.py). With one thread, a shared kernel is one call as
+thread 0 of 1.
 """
 from __future__ import annotations
 
@@ -36,16 +46,18 @@ from .kinds import I8, I32, I64, i64
 SYNC_LINE = 64
 """Bytes per synchronisation word: one cache line, so threads taking chunks do not share a line
 with the thread polling progress."""
-CHUNKS_PER_THREAD = 2
-"""A shared kernel is cut into this many chunks per thread (at most MAX_THREADS): a thread that
-arrives late leaves less undone, and each chunk still amortises its call."""
+CHUNKS_PER_THREAD = 4
+"""Chunks per thread's share (fewer where threads x this would pass MAX_THREADS): what a thread
+that arrives late leaves is taken by the others in pieces this fine. An owner on time runs its
+share as one call, so the chunks cost nothing then."""
 SPINS, YIELDS, IDLE_NAP_US = 40000, 200, 1000
 """A waiter spins SPINS tries, then yields the core (POSIX sched_yield) at every try; after YIELDS
 yields an idle pool worker sleeps until the next job (pool.py), and a waiting host thread naps 50 us
 doubling up to IDLE_NAP_US (back_off). 40000 `pause` are about 0.5 ms where one takes 13 ns
 (measured here), longer than a host's gap between back-to-back runs, so those never sleep."""
 MAX_THREADS = 16
-"""Kernels size per-thread scratch for this many threads; the backend refuses more."""
+"""Kernels size per-thread scratch for this many threads, a claim line holds a counter for as
+many (SYNC_LINE / 4); the backend refuses more."""
 PARALLEL_MIN_US = 20.0
 """By default a kernel estimated to take less than this on one thread is not split among threads
 (the backend's `split_min_us` option)."""
@@ -84,7 +96,7 @@ def sync_bytes(shared_kernels: int) -> int:
 def emit_shared(builder: ir.IRBuilder, sync: ir.Value, index: int, thread: ir.Value, threads: ir.Value,
                 run_chunk: Callable[[ir.Value, ir.Value], None]) -> None:
     """Shared kernel number `index` of the program: `run_chunk(chunk, chunks)` emits one call of
-    it; with more than one thread the chunks are taken from the counters at `sync` (see above)."""
+    it; with more than one thread the shares and chunks are claimed at `sync` (see above)."""
     one = ir.Constant(I32, 1)
     with builder.if_else(builder.icmp_unsigned(">", threads, one)) as (many, alone):
         with many:
@@ -98,11 +110,12 @@ def _take_chunks(builder: ir.IRBuilder, sync: ir.Value, index: int, thread: ir.V
     def word(line: int) -> ir.Value:
         return builder.gep(sync, [i64(SYNC_LINE * line)], inbounds=True, source_etype=I8)
 
-    progress, next_chunk, finished = word(0), word(1 + 2 * index), word(2 + 2 * index)
+    progress, claims, finished = word(0), word(1 + 2 * index), word(2 + 2 * index)
     opened = ir.Constant(I32, index + 1)
-    wanted = builder.mul(threads, ir.Constant(I32, CHUNKS_PER_THREAD))
-    cap = ir.Constant(I32, MAX_THREADS)
-    chunks = builder.select(builder.icmp_unsigned("<", wanted, cap), wanted, cap)
+    cap = ir.Constant(I32, MAX_THREADS // CHUNKS_PER_THREAD)
+    per = builder.select(builder.icmp_unsigned("<=", threads, cap), ir.Constant(I32, CHUNKS_PER_THREAD),
+                         builder.udiv(ir.Constant(I32, MAX_THREADS), threads))
+    chunks = builder.mul(threads, per)
     first = builder.icmp_unsigned("==", thread, ir.Constant(I32, 0))
     with builder.if_else(first) as (opener, joiner):
         with opener:
@@ -110,18 +123,58 @@ def _take_chunks(builder: ir.IRBuilder, sync: ir.Value, index: int, thread: ir.V
         with joiner:
             wait_until(builder, lambda: builder.icmp_unsigned(
                 ">=", builder.load_atomic(progress, "acquire", 4, typ=I32), opened), nap=False, name="open")
+
+    def claim_word(owner: ir.Value) -> ir.Value:
+        return builder.gep(claims, [builder.zext(owner, I64)], inbounds=True, source_etype=I32)
+
     function = builder.function
-    take = function.append_basic_block("chunk.take")
+    steal = function.append_basic_block("chunk.steal")
+    look = function.append_basic_block("chunk.look")
+    grab = function.append_basic_block("chunk.grab")
     work = function.append_basic_block("chunk.run")
+    advance = function.append_basic_block("chunk.next")
     done = function.append_basic_block("chunk.done")
-    builder.branch(take)
-    builder.position_at_end(take)
-    chunk = builder.atomic_rmw("add", next_chunk, ir.Constant(I32, 1), "monotonic")
-    builder.cbranch(builder.icmp_unsigned("<", chunk, chunks), work, done)
+    zero = ir.Constant(I32, 0)
+    whole = builder.extract_value(builder.cmpxchg(claim_word(thread), zero, per, "monotonic", "monotonic"), 1)
+    own = builder.block
+    builder.cbranch(whole, work, steal)
+
+    builder.position_at_end(steal)
+    offset = builder.phi(I32, name="victim")
+    offset.add_incoming(zero, own)
+    builder.cbranch(builder.icmp_unsigned("<", offset, threads), look, done)
+    builder.position_at_end(look)
+    owner = builder.add(thread, offset)
+    owner = builder.select(builder.icmp_unsigned(">=", owner, threads), builder.sub(owner, threads), owner)
+    owned = claim_word(owner)
+    left = builder.icmp_unsigned("<", builder.load_atomic(owned, "monotonic", 4, typ=I32), per)
+    builder.cbranch(left, grab, advance)
+    builder.position_at_end(grab)
+    taken = builder.atomic_rmw("add", owned, ir.Constant(I32, 1), "monotonic")
+    stolen = builder.add(builder.mul(owner, per), taken)
+    builder.cbranch(builder.icmp_unsigned("<", taken, per), work, advance)
+    builder.position_at_end(advance)
+    offset.add_incoming(builder.add(offset, ir.Constant(I32, 1)), advance)
+    builder.branch(steal)
+
     builder.position_at_end(work)
-    run_chunk(chunk, chunks)
-    builder.atomic_rmw("add", finished, ir.Constant(I32, 1), "release")
-    builder.branch(take)
+    chunk = builder.phi(I32, name="chunk")
+    chunk.add_incoming(thread, own)
+    chunk.add_incoming(stolen, grab)
+    count = builder.phi(I32, name="chunks")
+    count.add_incoming(threads, own)
+    count.add_incoming(chunks, grab)
+    share = builder.phi(I32, name="share")
+    share.add_incoming(per, own)
+    share.add_incoming(ir.Constant(I32, 1), grab)
+    next_offset = builder.phi(I32, name="resume")
+    next_offset.add_incoming(zero, own)
+    next_offset.add_incoming(offset, grab)
+    run_chunk(chunk, count)
+    builder.atomic_rmw("add", finished, share, "release")
+    offset.add_incoming(next_offset, builder.block)
+    builder.branch(steal)
+
     builder.position_at_end(done)
     with builder.if_then(first):
         wait_until(builder, lambda: builder.icmp_unsigned(

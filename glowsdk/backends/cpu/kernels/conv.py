@@ -67,7 +67,6 @@ from ..codegen.kinds import (
 )
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
-from ..codegen.threads import MAX_THREADS
 from .depthwise import applies as depthwise_applies
 from .depthwise import emit_depthwise
 from .epilogue import stacked_epilogue
@@ -155,8 +154,7 @@ def _conv_gemm(ctx: KernelContext, step: Step) -> None:
     planes = images * group
     spread = planes > 1 and planes * gemm.column_tiles >= SPREAD_UNITS
     block = column_block(gemm, 4 * panel_floats) if spread or not splits_rows(gemm) else 1
-    scratch = offset(builder, ctx.scratch(MAX_THREADS * block * panel_floats * 4),
-                     builder.mul(builder.zext(ctx.thread, I64), i64(block * panel_floats)))
+    scratch = ctx.thread_scratch(block * panel_floats * 4)
 
     def panel_of(slot: ir.Value) -> Panel:
         return Panel(offset(builder, scratch, builder.mul(slot, i64(panel_floats))), nr)
@@ -245,8 +243,7 @@ def _conv_direct(ctx: KernelContext, step: Step) -> None:
     # The plane sums in the output itself, or for a half kind in this thread's float32 plane of
     # scratch, rounded into the output once (the interpreter's float32 convolution, then cast).
     acc_kind = ElemKind.FLOAT32 if half else kind
-    acc = offset(builder, ctx.scratch(MAX_THREADS * plane_out * 4),
-                 builder.mul(builder.zext(ctx.thread, I64), i64(plane_out))) if half else out
+    acc = ctx.thread_scratch(plane_out * 4) if half else out
     zero = ir.Constant(storage_type(acc_kind), 0.0)
     start, stop = ctx.share(images * filters)
     with loop(builder, stop, start, name="nm") as nm:

@@ -37,10 +37,9 @@ from typing import Any
 from llvmlite import ir
 
 from ....graph.types import ElemKind
-from ..codegen.kinds import F32, I64, i64, load, store
+from ..codegen.kinds import F32, i64, load, store
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
-from ..codegen.threads import MAX_THREADS
 from ..codegen.target import host_vectors
 from .epilogue import stacked_epilogue
 from .gemm import fma, load_vector, offset, splat, store_vector
@@ -135,8 +134,7 @@ def emit_depthwise(ctx: KernelContext, step: Step) -> None:
     per_thread = planes + vectors * lanes
     x, out, w = ctx.address(instr.input), ctx.address(instr.operands[0]), ctx.address(instr.filter)
     b = ctx.address(instr.bias) if instr.bias is not None else None
-    scratch = offset(builder, ctx.scratch(MAX_THREADS * per_thread * 4),
-                     builder.mul(builder.zext(ctx.thread, I64), i64(per_thread)))
+    scratch = ctx.thread_scratch(per_thread * 4)
     xp, y = scratch, offset(builder, scratch, planes)
     zero = ir.Constant(F32, 0.0)
     start, stop = ctx.share(images * filters)

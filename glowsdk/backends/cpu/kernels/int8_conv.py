@@ -19,10 +19,9 @@ from llvmlite import ir
 
 from ....compiler.ir.function import Weight, base_of
 from ....graph.types import ElemKind
-from ..codegen.kinds import I32, I64, i64, load
+from ..codegen.kinds import I32, i64, load
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
-from ..codegen.threads import MAX_THREADS
 from .int8_gemm import ColumnTile, IntGemm, RowTerms, byte_offset, column_tile, emit_int_gemm, host_has_vnni
 from .int8_matmul import QUANTIZED, a_takes_unsigned, type_zero
 from .int8_pack import (
@@ -101,8 +100,7 @@ def emit_int8_conv(ctx: KernelContext, step: Step) -> None:
         a_panels = ctx.constant(weight, "int8", key, lambda value: np.concatenate([p for p, _ in packed(value)]))
         a_sums = ctx.constant(weight, "rowsums", key, lambda value: np.concatenate([s for _, s in packed(value)]))
     per_thread = gemm.a_panel_bytes() + sums_bytes + gemm.b_panel_bytes() + gemm.tile_columns * 4
-    scratch = byte_offset(builder, ctx.scratch(MAX_THREADS * per_thread),
-                          builder.mul(builder.zext(ctx.thread, I64), i64(per_thread)))
+    scratch = ctx.thread_scratch(per_thread)
     b_panel = byte_offset(builder, scratch, gemm.a_panel_bytes() + sums_bytes)
     colsums = byte_offset(builder, b_panel, gemm.b_panel_bytes())
     tables = (k_tables(ctx, window, gemm), column_origins(ctx, window, gemm))

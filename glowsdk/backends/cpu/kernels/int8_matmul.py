@@ -17,10 +17,9 @@ from llvmlite import ir
 
 from ....compiler.ir.function import Weight, base_of
 from ....graph.types import ElemKind, Type
-from ..codegen.kinds import I32, I64, i64, is_signed
+from ..codegen.kinds import I32, i64, is_signed
 from ..codegen.loops import linear_index, loop_nest, row_major_strides
 from ..codegen.module import KernelContext, Step
-from ..codegen.threads import MAX_THREADS
 from .int8_gemm import ColumnTile, IntGemm, RowTerms, byte_offset, column_tile, emit_int_gemm, host_has_vnni
 from .int8_pack import (
     Window,
@@ -106,8 +105,7 @@ def emit_int8_matmul(ctx: KernelContext, step: Step) -> None:
         and weight is rhs
     per_thread = gemm.a_panel_bytes() + gemm.row_tiles * gemm.tile_rows * 4 + gemm.b_panel_bytes() \
         + gemm.tile_columns * 4
-    scratch = byte_offset(builder, ctx.scratch(MAX_THREADS * per_thread),
-                          builder.mul(builder.zext(ctx.thread, I64), i64(per_thread)))
+    scratch = ctx.thread_scratch(per_thread)
     a_panel = scratch
     rowsums = byte_offset(builder, a_panel, gemm.a_panel_bytes())
     b_panel = byte_offset(builder, rowsums, gemm.row_tiles * gemm.tile_rows * 4)
