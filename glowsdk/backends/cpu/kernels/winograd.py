@@ -40,11 +40,10 @@ import numpy as np
 from llvmlite import ir
 
 from ....graph.types import ElemKind
-from ..codegen.kinds import F32, I32, I64, i64
+from ..codegen.kinds import F32, I32, i64
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
 from ..codegen.target import host_vectors
-from ..codegen.threads import MAX_THREADS
 from .epilogue import stacked_epilogue
 from .gemm import (
     Gemm,
@@ -221,8 +220,7 @@ def emit_winograd(ctx: KernelContext, step: Step) -> None:
     x, out = ctx.address(instr.input), ctx.address(instr.operands[0])
     bias = ctx.address(instr.bias) if instr.bias is not None else None
     epilogue = stacked_epilogue(ctx, step)
-    scratch = offset(builder, ctx.scratch(MAX_THREADS * p.block_floats * 4),
-                     builder.mul(builder.zext(ctx.thread, I64), i64(p.block_floats)))
+    scratch = ctx.thread_scratch(p.block_floats * 4)
     v_all = scratch
     m_all = offset(builder, scratch, p.positions * p.channels * p.stride)
     panel_floats = gemm.row_tiles * mr * p.channels
