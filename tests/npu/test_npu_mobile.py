@@ -129,6 +129,22 @@ def fire_module(c: int = 16, hw: int = 12):
     return b.network(b.conv(fire, 32, 8, 1, 0, relu=False))
 
 
+def test_shortcut_pool_rescaled_into_its_concat_slice():
+    """ShuffleNet's downsampling unit: Concat(AveragePool 3x3 stride 2 of x, a stride-2 branch). The Rescale to the
+    Concat's scale after the pool is a table its tiles apply, and the pool writes its slice of the Concat: no
+    Rescale or Copy layer."""
+    b = NetBuilder((1, 16, 12, 12))
+    stem = b.conv("x", 16, 16, 1, 0)
+    pooled = b.node("AveragePool", [stem], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    joined = b.node("Concat", [b.conv(stem, 16, 24, 3, 1, 2), pooled], axis=1)
+    npu = assert_bit_exact(b.network(b.conv(joined, 40, 8, 1, 0, relu=False)), config="default")
+    assert any(n.kind == "Rescale" and n.input.node.kind == "AveragePool" for n in npu.compiled.function.nodes)
+    [pool] = [layer.body for layer in npu.compiled.layers if layer.kind == "AveragePool"]
+    assert pool.table is not None
+    assert [layer.name for layer in npu.compiled.layers if layer.kind in ("Copy", "Rescale")] == \
+        list(npu.compiled.binary.bindings.outputs)
+
+
 def test_concat_parts_are_written_in_place():
     npu = assert_bit_exact(fire_module(), config="default")
     assert "Concat" in {n.kind for n in npu.compiled.function.nodes}

@@ -26,6 +26,7 @@ from .pipeline import emit_layer
 from .prefetch import emit_prefetch, plan_prefetches
 from .softmax import SoftmaxLayer
 from .tensors import DramTensor, tensor_info
+from .vector import PoolLayer
 
 
 def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after: Any) -> Workload | None:
@@ -57,7 +58,7 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after
         emit_layer(em, tiles, body.prologue(plan.constants.base, base), transpose)
     elif isinstance(body, SoftmaxLayer):
         emit_layer(em, body.tiles(base, config), body.prologue(plan.constants.base))
-    elif isinstance(body, GlobalPoolLayer):
+    elif isinstance(body, (GlobalPoolLayer, PoolLayer)):
         emit_layer(em, body.tiles(base, config), body.prologue(base, config))
     elif isinstance(body, CopyLayer):
         slot = config.scratchpad_bytes // 2

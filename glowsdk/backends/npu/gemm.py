@@ -447,7 +447,8 @@ class GemmLayer:
     def first_weights(self) -> tuple[int, int, int]:
         """(constants offset, rows, bytes per row) of the weight block the first step loads."""
         s, t = self.shape, self.tiling
-        return self.weights[(0, 0)], s.kh * s.kw * min(t.c, s.channels), min(t.n, s.out_channels)
+        groups = self.packing.groups if self.packing else 1  # GMATMUL's block: every group's rows of n / groups
+        return self.weights[(0, 0)], s.kh * s.kw * min(t.c, s.channels), min(t.n, s.out_channels) // groups
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Op], list[Tile], Op]:
         """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""

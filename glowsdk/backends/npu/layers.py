@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from isa.config import ArchConfig
+from isa.program import LUT_BYTES
 
 from ...errors import UnsupportedError
 from ...graph.function import Function
@@ -525,8 +526,10 @@ class LayerBuilder:
     def _pool(self, node: Node) -> None:
         x = self.laid_out(node.input, nhwc=True)
         whole = whole_image_window(node)
-        out = self._new(node.result(), nhwc=True) if whole else self._image_out(node.result())
-        self.values[node.result()] = out
+        rescale = None if whole else self._pool_rescale(node)
+        end = node.result() if rescale is None else rescale.result()
+        out = self._new(end, nhwc=True) if whole else self._image_out(end)
+        self.values[end] = out
         n, c, h, w = node.input.type.shape
         if whole:
             count = DramTensor(f"{node.name}/count", (1,), (4,), "constants",
@@ -540,9 +543,23 @@ class LayerBuilder:
         pt, pl, pb, pr = node.pads
         pads = (pt, pl, max(pb, (oh - 1) * sh + kh - h - pt), max(pr, (ow - 1) * sw + kw - w - pl))
         count_pad = bool(node.attrs.get("count_include_pad", False))
+        table = None
+        if rescale is not None:
+            self.fused.add(id(rescale))
+            table = DramTensor(f"{rescale.name}/table", (LUT_BYTES,), (1,), "constants",
+                               self.add_constant(Lut8.of([_rescale8(rescale)]).table))
         pool = PoolLayer(node.kind, Image.of(x), Image.of(out), c, h, w, oh, ow, (kh, kw), (sh, sw), pads, count_pad,
-                         _zero(node.input))
-        self.layers.append(Layer(node.name, node.kind, separable(pool, self.config) or pool))
+                         _zero(node.input), table)
+        self.layers.append(Layer(node.name, node.kind, pool if table else separable(pool, self.config) or pool))
+
+    def _pool_rescale(self, node: Node) -> Node | None:
+        """The int8 Rescale that is an AveragePool's only reader: the pool's tiles apply it as a table (vector.py),
+        and write its result (into its Concat's slice, a ShuffleNet shortcut's)."""
+        users = list(node.users)
+        if node.kind != "AveragePool" or len(users) != 1 or users[0].kind != "Rescale" or \
+                not quantized_form_ok(users[0]):
+            return None
+        return users[0]
 
     def _softmax(self, node: Node) -> None:
         source = self.laid_out(node.input, nhwc=False)

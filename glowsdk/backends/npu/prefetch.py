@@ -31,10 +31,10 @@ def plan_prefetches(layers: list[Layer], config: ArchConfig) -> None:
         return
     for before, layer in zip(layers, layers[1:]):
         prev, body = before.body, layer.body
-        if not isinstance(body, GemmLayer) or body.groups != 1 or body.pool:
+        if not isinstance(body, GemmLayer) or not _whole_steps(body) or body.pool:
             continue
         if isinstance(prev, GemmLayer):
-            if prev.groups != 1 or prev.pool or prev.prefetched is not None and prev.steps() < 3:
+            if not _whole_steps(prev) or prev.pool or prev.prefetched is not None and prev.steps() < 3:
                 continue
         elif not isinstance(prev, DepthwiseLayer):
             continue
@@ -42,6 +42,12 @@ def plan_prefetches(layers: list[Layer], config: ArchConfig) -> None:
         address = align_down(config.scratchpad_bytes - align(rows * width))
         if max(prev.spad_end(), body.spad_end()) <= address:
             body.prefetched = address
+
+
+def _whole_steps(layer: GemmLayer) -> bool:
+    """A layer whose every weight block is a step (not a block diagonal's, whose blocks off it are none): one of
+    a single group, or of groups side by side (GMATMUL)."""
+    return layer.groups == 1 or layer.packing is not None
 
 
 def emit_prefetch(em: Emitter, body: GemmLayer, constants: int) -> None:

@@ -72,6 +72,8 @@ class Tiling:
     """expected cycles per batch image"""
     extra: int = 0
     """int8 operand tiles (an epilogue's residual inputs) kept next to the result tile"""
+    packed: int = 1
+    """the groups of a GMATMUL step, whose weight block holds each group's input channels only"""
 
     def spad_bytes(self, shape: ConvShape) -> int:
         out = align(self.rows * shape.out_width * self.n)
@@ -81,7 +83,7 @@ class Tiling:
         return align(shape.in_rows(self.rows) * shape.padded_width * self.c)
 
     def weight_bytes(self, shape: ConvShape) -> int:
-        return align(shape.kh * shape.kw * self.c * self.n)
+        return align(shape.kh * shape.kw * self.c * self.n // self.packed)
 
     def describe(self, shape: ConvShape) -> str:
         return (f"tile {self.rows}x{shape.out_width} px x {self.n} out-ch x {self.c} in-ch, "
@@ -186,14 +188,14 @@ def choose_packed_tiling(shape: ConvShape, groups: int, interleave: bool, config
         [shape.out_channels]
     best: Tiling | None = None
     for n in widths:
-        rows = min(_largest_rows(shape, n, shape.channels, spad, acc_words, extra_buffers),
+        rows = min(_largest_rows(shape, n, shape.channels, spad, acc_words, extra_buffers, groups),
                    MAX_PACKED_ROWS // shape.out_width)
         if rows == 0:
             continue
         traffic, cycles = estimate(shape, rows, n, shape.channels, config, extra_buffers, vector_passes, pitches,
                                    packed=groups)
         if best is None or cycles < best.cycles:
-            best = Tiling(rows, n, shape.channels, traffic, cycles, extra_buffers)
+            best = Tiling(rows, n, shape.channels, traffic, cycles, extra_buffers, groups)
     if best is None:
         raise UnsupportedError(f"a {shape.kh}x{shape.kw} convolution of {groups} groups of "
                                f"{shape.channels // groups} channels on {shape.width}-pixel rows does not fit the "
@@ -330,14 +332,14 @@ def _engine_cycles(shape: ConvShape, rows: int, n: int, c: int, config: ArchConf
     return array, vector
 
 
-def _largest_rows(shape: ConvShape, n: int, c: int, spad: int, acc_words: int, extra: int) -> int:
+def _largest_rows(shape: ConvShape, n: int, c: int, spad: int, acc_words: int, extra: int, packed: int = 1) -> int:
     """The most output rows per tile that fit both SRAMs twice over, next to the bias row of every output
-    channel in the accumulator (0 if not even one does)."""
+    channel in the accumulator (0 if not even one does); `packed`: the groups of a GMATMUL step."""
     best = 0
     lo, hi = 1, shape.out_height
     while lo <= hi:
         rows = (lo + hi) // 2
-        tiling = Tiling(rows, n, c, 0, 0.0, extra)
+        tiling = Tiling(rows, n, c, 0, 0.0, extra, packed)
         pixels = rows * shape.out_width
         fits = (tiling.spad_bytes(shape) <= spad and 2 * pixels * n + shape.out_channels <= acc_words
                 and pixels <= MAX_ROWS

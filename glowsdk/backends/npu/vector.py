@@ -5,7 +5,9 @@ the chunks line up element for element. Same-type Add is `saturate(a + b - zp)`:
 accumulator (exact in int32), then VSUBI back to int8, which saturates. A Rescale from int8 subtracts
 the input zero point into the accumulator and REQUANTs with the output's. Pooling tiles over output
 rows (and channels when a row is too wide), each tile's window padding set by its own CONFIG_POOL; a
-scratchpad slot's input and output buffers sit at fixed offsets, whatever the tile's padding.
+scratchpad slot's input and output buffers sit at fixed offsets, whatever the tile's padding. A Rescale
+that is a pool's only reader (the rescale of a ShuffleNet shortcut into its Concat's scale) is a table the
+pool's tiles look their result up in (LUT), so its image never reaches DRAM.
 """
 from __future__ import annotations
 
@@ -13,15 +15,18 @@ from dataclasses import dataclass
 from typing import Callable
 
 from isa.config import ArchConfig
+from isa.program import LUT_BYTES
 
 from ...errors import UnsupportedError
 from .gemm import Image
-from .instructions import (CONFIG_LOAD, CONFIG_POOL, CONFIG_REQUANT, CONFIG_STORE, LOAD, POOL, REQUANT, STORE, VADD,
-                           VADDI, VMAX, VMIN, VSUB, VSUBI, Op)
+from .instructions import (CONFIG_LOAD, CONFIG_POOL, CONFIG_REQUANT, CONFIG_STORE, LOAD, LUT, LUT_LOAD, POOL, REQUANT,
+                           STORE, VADD, VADDI, VMAX, VMIN, VSUB, VSUBI, Op)
 from .pipeline import Step, Tile
 from .tensors import DramTensor
 
 CHUNK = 32768
+PIPELINE_TILES = 4
+"""A pool's image in at least this many row tiles: one tile's load, pooling and store overlap the others'."""
 
 BINARY: dict[str, Callable[..., Op]] = {"Add": VADD, "Sub": VSUB, "Max": VMAX, "Min": VMIN}
 """The vector instruction of each element-wise graph op (broadcast.py's too)."""
@@ -111,6 +116,18 @@ class PoolLayer:
     pads: tuple[int, int, int, int]
     count_pad: bool
     zero: int
+    table: DramTensor | None = None
+    """a 256-entry int8 table (among the constants) every pooled value is looked up in: a Rescale after the pool"""
+
+    def prologue(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Op]:
+        """The table into the scratchpad above both slots (nothing without one)."""
+        if self.table is None:
+            return []
+        return [CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=LUT_BYTES),
+                LOAD(dram=base(self.table), space="spad", sram=self._table_at(config), planes=1, rows=1, cols=1)]
+
+    def _table_at(self, config: ArchConfig) -> int:
+        return 2 * (config.scratchpad_bytes // 4)
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
         (kh, kw), (sh, sw) = self.kernel, self.stride
@@ -118,8 +135,8 @@ class PoolLayer:
         c = self.channels
         while c > 1 and (kh * self.width + self.out_width) * c > budget:
             c = -(-c // 2)
-        rows = 1
-        while rows < self.out_height and ((rows * sh + kh) * self.width + (rows + 1) * self.out_width) * c <= budget:
+        rows, most = 1, -(-self.out_height // PIPELINE_TILES)
+        while rows < most and ((rows * sh + kh) * self.width + (rows + 1) * self.out_width) * c <= budget:
             rows += 1
         if (((rows - 1) * sh + kh) * self.width + rows * self.out_width) * c > budget:
             raise UnsupportedError(f"a {kh}x{kw} pool over {self.width}-pixel rows does not fit the scratchpad")
@@ -150,6 +167,9 @@ class PoolLayer:
                                           pad_value=self.zero),
                               POOL(op="max" if self.op == "MaxPool" else "avg", dst=out, src=sram,
                                    height=y1 - y0 + 1, width=self.width, channels=n)]
+                    if self.table is not None:
+                        vector += [LUT_LOAD(src=self._table_at(config)),
+                                   LUT(dst=out, src=out, count=(oy1 - oy0) * self.out_width * n)]
                     stores = [CONFIG_STORE(row_stride=dst.row_stride, plane_stride=0,
                                            col_stride=dst.pixel_stride, elem_bytes=n),
                               STORE(dram=base(dst.tensor) + b * dst.batch_stride + oy0 * dst.row_stride + c0,
