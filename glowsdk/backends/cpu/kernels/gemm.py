@@ -191,6 +191,16 @@ def load_vector(ctx: KernelContext, pointer: ir.Value, lanes: int, count: int, a
                                      ir.Constant(vector, [0.0] * lanes)])
 
 
+def masked_load(ctx: KernelContext, pointer: ir.Value, mask: list[bool], lanes: int) -> ir.Value:
+    """The lanes of `pointer`'s vector that `mask` enables, zero in the others (whose memory is not
+    touched, so they may lie outside any tensor)."""
+    vector = vector_type(lanes)
+    function = ctx.declare(f"llvm.masked.load.v{lanes}f32.p0",
+                           ir.FunctionType(vector, [PTR, I32, ir.VectorType(I1, lanes), vector]))
+    bits = ir.Constant(ir.VectorType(I1, lanes), [int(bit) for bit in mask])
+    return ctx.builder.call(function, [pointer, ir.Constant(I32, 4), bits, ir.Constant(vector, [0.0] * lanes)])
+
+
 def store_vector(ctx: KernelContext, value: ir.Value, pointer: ir.Value, lanes: int, count: int) -> None:
     """Store the first `count` lanes of `value` at `pointer`."""
     if count == lanes:
