@@ -26,14 +26,17 @@ strides (sr, sc):
    through the element-wise instructions stacked onto the convolution (epilogue.py:
    the Clip or ReLU after it), so the output is written once.
 
-Stride 1 (both dims) skips the phase planes (`_emit_rows`): each output row is computed
-straight from the input rows its taps read, a vector of output columns at a time, each
-tap one load (a row above or below the plane reads a zeroed row instead; lanes left or
-right of the plane are masked off, whole vectors inside it run in a loop), stored
-through the epilogue. The copy in, the flat loop's dropped columns and the copy out
-are gone: at batch 1, one thread, mnasnet1_0's 32-channel 112 x 112 layer went from
-0.31 to 0.15 ms, mobilenet_v2's 144-channel 56 x 56 from 0.31 to 0.19 ms, 960 x 7 x 7
-from 0.051 to 0.032 ms (alone, median thread CPU time).
+Column stride 1, and 2 with at most 3 taps (`takes_rows`), skip the phase planes
+(`_emit_rows`): each output row is computed straight from the input rows its taps read,
+a vector of output columns at a time, each tap one load (at stride 2, the even or odd
+lanes of two loads) (a row above or below the plane reads a zeroed row instead; lanes
+left or right of the plane are masked off, whole vectors inside it run in a loop),
+stored through the epilogue. The copy in, the flat loop's dropped columns and the copy
+out are gone: at batch 1, one thread (alone, median thread CPU time), mnasnet1_0's
+32-channel 112 x 112 layer went from 0.31 to 0.15 ms, mobilenet_v2's 144-channel
+56 x 56 from 0.31 to 0.19 ms, 960 x 7 x 7 from 0.051 to 0.032 ms; at stride 2,
+mobilenet_v2's 96-channel 112 x 112 from 0.42 to 0.24 ms, 144 x 56 x 56 from 0.12 to
+0.08 ms.
 
 3-d depthwise convolutions and half kinds stay on the general direct loop. Threads
 share the (image, filter) planes.
@@ -46,7 +49,7 @@ from typing import Any
 from llvmlite import ir
 
 from ....graph.types import ElemKind
-from ..codegen.kinds import F32, i64, load, store
+from ..codegen.kinds import F32, I32, i64, load, store
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
 from ..codegen.target import host_vectors
@@ -131,7 +134,7 @@ def emit_depthwise(ctx: KernelContext, step: Step) -> None:
     builder = ctx.builder
     phases = phases_of(instr)
     rows, cols = phases.rows, phases.cols
-    if rows.stride == cols.stride == 1:
+    if takes_rows(cols):
         _emit_rows(ctx, step, rows, cols)
         return
     images, channels = instr.input.type.shape[:2]
@@ -224,10 +227,20 @@ def _copy_out(ctx: KernelContext, phases: Phases, y: ir.Value, out: ir.Value, pl
             move(row_in, row_out, i64(whole * lanes), edge)
 
 
+def takes_rows(cols: Dim) -> bool:
+    """Whether `_emit_rows` computes a convolution of these columns: stride 1, or stride 2 with at
+    most 3 taps. At stride 2 a tap's vector is the even (or odd) lanes of two consecutive loads, one
+    shuffle each, and shuffles share one port: 5 taps a row (mnasnet1_0's 5x5 layers) ran 15-25%
+    slower than on the phase planes, 3 taps up to twice as fast."""
+    return cols.stride == 1 or (cols.stride == 2 and cols.kernel <= 3)
+
+
 def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
-    """A stride-1 depthwise convolution straight from the input plane to the output, a row of
-    output vectors at a time: every tap of a vector is one load from an input row (a row above or
-    below the plane reads a row of zeros instead, the lanes left or right of it are masked off)."""
+    """A depthwise convolution straight from the input plane to the output, a row of output
+    vectors at a time: every tap of a vector is one load from an input row (at column stride 2,
+    two loads and a shuffle keeping every other element, shared by a tap and the next one); a row
+    above or below the plane reads a row of zeros instead, the lanes left or right of it are
+    masked off."""
     instr = step.instrs[0]
     builder = ctx.builder
     images, channels = instr.input.type.shape[:2]
@@ -235,6 +248,7 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
     per_channel = filters // channels
     plane_in, plane_out = rows.size * cols.size, rows.out * cols.out
     lanes = host_vectors().lanes
+    step_ = cols.stride
     x, out, w = ctx.address(instr.input), ctx.address(instr.operands[0]), ctx.address(instr.filter)
     b = ctx.address(instr.bias) if instr.bias is not None else None
     zeros = ctx.thread_scratch(cols.size * 4)
@@ -243,14 +257,23 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
         store(builder, zero, zeros, ElemKind.FLOAT32, i)
     epilogue = stacked_epilogue(ctx, step)
     taps = [(ky, kx) for ky in range(rows.kernel) for kx in range(cols.kernel)]
+    picks = [ir.Constant(ir.VectorType(I32, lanes), [step_ * lane + phase for lane in range(lanes)])
+             for phase in range(step_)]
 
-    def inside(first: int, kx: int) -> list[bool]:
-        """Which lanes of the output vector at column `first` read inside the row at tap kx."""
-        return [first + lane < cols.out and 0 <= cols.input_position(first + lane, kx) < cols.size
-                for lane in range(lanes)]
+    def load_start(first: int, kx: int) -> tuple[int, int]:
+        """(input column of the first load of tap kx for the output vector at column `first`, phase):
+        the tap's vector is lanes phase, phase + stride, ... of the loads from there."""
+        column = cols.input_position(first, kx)
+        return column - column % step_, column % step_
+
+    def masks(first: int, kx: int) -> list[list[bool]]:
+        """Per load of tap kx at output column `first`, the lanes inside the row."""
+        begin = load_start(first, kx)[0]
+        return [[0 <= begin + part * lanes + lane < cols.size for lane in range(lanes)] for part in range(step_)]
 
     vectors = -(-cols.out // lanes)
-    interior = [v for v in range(vectors) if all(all(inside(v * lanes, kx)) for kx in range(cols.kernel))]
+    interior = [v for v in range(vectors) if (v + 1) * lanes <= cols.out and
+                all(all(all(mask) for mask in masks(v * lanes, kx)) for kx in range(cols.kernel))]
     low, high = (interior[0], interior[-1] + 1) if interior else (0, 0)
     start, stop = ctx.share(images * filters)
     with loop(builder, stop, start, name="nm") as nm:
@@ -264,20 +287,30 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
         with loop(builder, rows.out, name="oh") as oh:
             sources = []
             for ky in range(rows.kernel):
-                ih = builder.add(oh, i64(ky * rows.dilation - rows.begin))
+                ih = builder.add(builder.mul(oh, i64(rows.stride)), i64(ky * rows.dilation - rows.begin))
                 row = offset(builder, plane, builder.mul(ih, i64(cols.size)))
                 sources.append(builder.select(builder.icmp_unsigned("<", ih, i64(rows.size)), row, zeros))
             row_out = builder.add(builder.mul(nm, i64(plane_out)), builder.mul(oh, i64(cols.out)))
 
-            def vector(first: ir.Value, masks: list[list[bool]] | None, count: int) -> None:
+            def vector(first: ir.Value, edge: int | None, count: int) -> None:
+                """The output vector at column `first`: a runtime value in the interior loop (edge
+                None), else the compile-time column `edge` (its loads masked)."""
                 total = bias
+                loaded: dict[tuple[int, int], list[ir.Value]] = {}
                 for k, (ky, kx) in enumerate(taps):
-                    column = builder.add(first, i64(kx * cols.dilation - cols.begin))
-                    pointer = builder.gep(sources[ky], [column], source_etype=F32)
-                    if masks is None or all(masks[kx]):
-                        tap = builder.load(pointer, typ=vector_type(lanes), align=4)
-                    else:
-                        tap = masked_load(ctx, pointer, masks[kx], lanes)
+                    begin, phase = load_start(0, kx)
+                    if (ky, begin) not in loaded:
+                        column = builder.add(builder.mul(first, i64(step_)), i64(begin))
+                        parts = []
+                        for part in range(step_):
+                            pointer = builder.gep(sources[ky], [builder.add(column, i64(part * lanes))],
+                                                  source_etype=F32)
+                            mask = masks(edge, kx)[part] if edge is not None else None
+                            parts.append(builder.load(pointer, typ=vector_type(lanes), align=4)
+                                         if mask is None or all(mask) else masked_load(ctx, pointer, mask, lanes))
+                        loaded[(ky, begin)] = parts
+                    parts = loaded[(ky, begin)]
+                    tap = parts[0] if step_ == 1 else builder.shuffle_vector(parts[0], parts[1], picks[phase])
                     total = fma(ctx, weights[k], tap, total)
                 at = builder.add(row_out, first)
                 if epilogue is not None:
@@ -290,5 +323,4 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
                         with loop(builder, high, low, name="ow") as inner:
                             vector(builder.mul(inner, i64(lanes)), None, lanes)
                     continue
-                first = v * lanes
-                vector(i64(first), [inside(first, kx) for kx in range(cols.kernel)], min(lanes, cols.out - first))
+                vector(i64(v * lanes), v * lanes, min(lanes, cols.out - v * lanes))
