@@ -12,6 +12,9 @@ only Cast gives them meaning (kernels/convert.py).
 """
 from __future__ import annotations
 
+from functools import lru_cache
+from typing import Sequence
+
 from llvmlite import ir
 
 from ....graph.types import ElemKind
@@ -57,7 +60,43 @@ def is_signed(kind: ElemKind) -> bool:
 
 
 def i64(value: int) -> ir.Constant:
+    """An i64 constant, one object per value (see `vector_constant`)."""
+    return _i64(int(value))
+
+
+@lru_cache(maxsize=None)
+def _i64(value: int) -> ir.Constant:
     return ir.Constant(I64, value)
+
+
+class _Zeros(ir.Constant):
+    """A vector of zeros, spelt `zeroinitializer` (16 floats spelt out are 400 characters)."""
+
+    def _get_reference(self) -> str:
+        return "zeroinitializer"
+
+
+def vector_constant(element: ir.Type, values: Sequence[int | float]) -> ir.Constant:
+    """The constant vector of `values`, one object per (type, values) in the process. llvmlite
+    wraps each lane in a Constant of its own and formats a constant's text once per object: a
+    GEMM kernel's masks, splat shuffles and zero vectors, made afresh at each use, were a third of
+    the Python time of building and printing resnet50's module."""
+    if isinstance(element, (ir.FloatType, ir.DoubleType)):
+        # keyed by the exact bits: -0.0 == 0.0, and NaN equals nothing
+        return _vector_constant(str(element), element, tuple(float(v).hex() for v in values))
+    return _vector_constant(str(element), element, tuple(int(v) for v in values))
+
+
+@lru_cache(maxsize=None)
+def _vector_constant(spelling: str, element: ir.Type, key: tuple[int | str, ...]) -> ir.Constant:
+    values = [float.fromhex(v) if isinstance(v, str) else v for v in key]
+    zeros = all(v in (0, "0x0.0p+0") for v in key)
+    return (_Zeros if zeros else ir.Constant)(ir.VectorType(element, len(values)), values)
+
+
+def splat_constant(element: ir.Type, value: int | float, lanes: int) -> ir.Constant:
+    """`value` in each of `lanes` lanes (see `vector_constant`)."""
+    return vector_constant(element, (value,) * lanes)
 
 
 def element_pointer(builder: ir.IRBuilder, base: ir.Value, kind: ElemKind, index: ir.Value) -> ir.Value:

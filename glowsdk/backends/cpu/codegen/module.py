@@ -484,7 +484,7 @@ class ModuleBuilder:
 
     def _constant_at(self, weight: str, offset: int) -> ir.Value:
         """A pointer `offset` bytes into the constants region, inside weight `weight`, in the thread entry."""
-        value = i64(offset)
+        value = ir.Constant(I64, offset)  # its own object, not i64's shared one: `relocate` moves it
         pointer = self._builder.gep(self.entry.args[0], [value], inbounds=True, source_etype=I8)
         self.relocate(weight, pointer, value)
         return pointer

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from llvmlite import ir
 
-from ..codegen.kinds import F32, I1, I32, I64, PTR, i64
+from ..codegen.kinds import F32, I1, I32, I64, PTR, i64, splat_constant, vector_constant
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext
 from ..codegen.target import VectorTarget, host_vectors
@@ -160,15 +160,14 @@ def vector_type(lanes: int) -> ir.VectorType:
 
 def lane_mask(lanes: int, count: int) -> ir.Constant:
     """The constant mask enabling the first `count` lanes."""
-    return ir.Constant(ir.VectorType(I1, lanes), [1] * count + [0] * (lanes - count))
+    return vector_constant(I1, [1] * count + [0] * (lanes - count))
 
 
 def splat(builder: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
     """`value` in every lane."""
-    vector = vector_type(lanes) if value.type == F32 else ir.VectorType(value.type, lanes)
-    single = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(I32, 0))
-    zeros = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
-    return builder.shuffle_vector(single, ir.Constant(vector, None), zeros)
+    start = splat_constant(value.type, 0, lanes)
+    single = builder.insert_element(start, value, ir.Constant(I32, 0))
+    return builder.shuffle_vector(single, start, splat_constant(I32, 0, lanes))
 
 
 def offset(builder: ir.IRBuilder, pointer: ir.Value, elements: int | ir.Value) -> ir.Value:
@@ -188,7 +187,7 @@ def load_vector(ctx: KernelContext, pointer: ir.Value, lanes: int, count: int, a
     masked = ctx.declare(f"llvm.masked.load.v{lanes}f32.p0",
                          ir.FunctionType(vector, [PTR, I32, ir.VectorType(I1, lanes), vector]))
     return ctx.builder.call(masked, [pointer, ir.Constant(I32, align), lane_mask(lanes, count),
-                                     ir.Constant(vector, [0.0] * lanes)])
+                                     splat_constant(F32, 0.0, lanes)])
 
 
 def masked_load(ctx: KernelContext, pointer: ir.Value, mask: list[bool], lanes: int) -> ir.Value:
@@ -311,7 +310,7 @@ Init = Callable[[ir.Value, int], ir.Value]
 def bias_init(ctx: KernelContext, bias: ir.Value | None, rows: int) -> Init:
     """Accumulators start at bias[row] (clamped to the last real row), or zero without a bias."""
     lanes = host_vectors().lanes
-    zero = ir.Constant(vector_type(lanes), [0.0] * lanes)
+    zero = splat_constant(F32, 0.0, lanes)
 
     def init(first: ir.Value, r: int) -> ir.Value:
         if bias is None:

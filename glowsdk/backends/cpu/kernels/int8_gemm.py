@@ -33,7 +33,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from ..codegen.kinds import I1, I8, I32, I64, PTR, i64
+from ..codegen.kinds import I1, I8, I32, I64, PTR, i64, splat_constant, vector_constant
 from ..codegen.module import KernelContext
 from ..codegen.target import host_vectors
 from ..jit import host_cpu
@@ -86,9 +86,9 @@ def int_vector(lanes: int) -> ir.VectorType:
 
 
 def splat_int(builder: ir.IRBuilder, value: ir.Value, lanes: int) -> ir.Value:
-    vector = int_vector(lanes)
-    single = builder.insert_element(ir.Constant(vector, None), value, ir.Constant(I32, 0))
-    return builder.shuffle_vector(single, ir.Constant(vector, None), ir.Constant(vector, [0] * lanes))
+    start = splat_constant(I32, 0, lanes)
+    single = builder.insert_element(start, value, ir.Constant(I32, 0))
+    return builder.shuffle_vector(single, start, start)
 
 
 def byte_offset(builder: ir.IRBuilder, pointer: ir.Value, count: int | ir.Value) -> ir.Value:
@@ -108,8 +108,8 @@ def dot4(ctx: KernelContext, vnni: bool, acc: ir.Value, unsigned: ir.Value, sign
                            builder.sext(builder.bitcast(signed, bytes_type), wide))
     total = acc
     for j in range(GROUP):
-        picked = builder.shuffle_vector(products, ir.Constant(wide, None),
-                                        ir.Constant(int_vector(lanes), [GROUP * i + j for i in range(lanes)]))
+        picked = builder.shuffle_vector(products, splat_constant(I32, 0, lanes * GROUP),
+                                        vector_constant(I32, [GROUP * i + j for i in range(lanes)]))
         total = builder.add(total, picked)
     return total
 
@@ -120,7 +120,7 @@ def _store(ctx: KernelContext, value: ir.Value, pointer: ir.Value, count: int) -
     if count == lanes:
         ctx.builder.store(value, pointer, align=4)
         return
-    mask = ir.Constant(ir.VectorType(I1, lanes), [1] * count + [0] * (lanes - count))
+    mask = vector_constant(I1, [1] * count + [0] * (lanes - count))
     function = ctx.declare(f"llvm.masked.store.v{lanes}i32.p0",
                            ir.FunctionType(ir.VoidType(), [value.type, PTR, I32, mask.type]))
     ctx.builder.call(function, [value, pointer, ir.Constant(I32, 4), mask])
@@ -150,7 +150,7 @@ def micro_kernel(ctx: KernelContext, gemm: IntGemm, a: ir.Value, tile: ColumnTil
     builder, lanes, mr = ctx.builder, gemm.lanes, gemm.tile_rows
     vectors = -(-columns // lanes)
     vector = int_vector(lanes)
-    zero = ir.Constant(vector, [0] * lanes)
+    zero = splat_constant(I32, 0, lanes)
 
     def row_of(r: int) -> ir.Value:
         return builder.add(first, i64(min(r, c_rows - 1)))

@@ -26,7 +26,7 @@ import numpy as np
 from llvmlite import ir
 
 from ....compiler.ir.function import Weight, base_of
-from ..codegen.kinds import I1, I32, I64, PTR, i64
+from ..codegen.kinds import F32, I1, I32, I64, PTR, i64, splat_constant, vector_constant
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext
 from .gemm import CACHE_LINE, Gemm, Panel, Source, offset, panel_alignment, prefetch, splat, vector_type
@@ -127,7 +127,6 @@ def emit_pack(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, 
     """Pack column tile `tile` of im2col(`source`) into `panel` ([K][NR], K = channels x taps)."""
     builder, lanes, nr = ctx.builder, gemm.lanes, gemm.tile_columns
     vectors = gemm.tile_vectors
-    ivec = ir.VectorType(I32, lanes)
     first = builder.mul(tile, i64(nr))
     bases = table_vectors(ctx, tables, first, gemm)
     plane = window.height * window.width
@@ -139,10 +138,10 @@ def emit_pack(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Value, 
         for v in range(vectors):
             iy = builder.add(bases[0][v], splat(builder, dy, lanes))
             ix = builder.add(bases[1][v], splat(builder, dx, lanes))
-            inside = builder.and_(builder.icmp_unsigned("<", iy, ir.Constant(ivec, [window.height] * lanes)),
-                                  builder.icmp_unsigned("<", ix, ir.Constant(ivec, [window.width] * lanes)))
+            inside = builder.and_(builder.icmp_unsigned("<", iy, splat_constant(I32, window.height, lanes)),
+                                  builder.icmp_unsigned("<", ix, splat_constant(I32, window.width, lanes)))
             masks.append(inside)
-            offsets.append(builder.add(builder.mul(iy, ir.Constant(ivec, [window.width] * lanes)), ix))
+            offsets.append(builder.add(builder.mul(iy, splat_constant(I32, window.width, lanes)), ix))
         tap = builder.add(builder.mul(ky, i64(kw)), kx)
         shift = builder.add(builder.mul(builder.sub(dy64, i64(window.pads[0])), i64(window.width)),
                             builder.sub(dx64, i64(window.pads[1])))
@@ -198,19 +197,18 @@ def strided_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Va
     consecutive input elements and one shuffle keeping the even ones, instead of a gather."""
     builder, lanes = ctx.builder, gemm.lanes
     first = builder.mul(tile, i64(gemm.tile_columns))
-    ivec = ir.VectorType(I32, lanes)
     kh, kw = window.kernel
     vectors = range(gemm.tile_vectors)
     rows, cols = table_vectors(ctx, tables, first, gemm)
     top = [builder.sext(builder.extract_element(row, ir.Constant(I32, 0)), I64) for row in rows]
     left = [builder.sext(builder.extract_element(col, ir.Constant(I32, 0)), I64) for col in cols]
-    inside = [[builder.icmp_unsigned("<", builder.add(cols[v], ir.Constant(ivec, [kx * window.dilations[1]] * lanes)),
-                                     ir.Constant(ivec, [window.width] * lanes)) for v in vectors] for kx in range(kw)]
+    inside = [[builder.icmp_unsigned("<", builder.add(cols[v], splat_constant(I32, kx * window.dilations[1], lanes)),
+                                     splat_constant(I32, window.width, lanes)) for v in vectors] for kx in range(kw)]
     plane = window.height * window.width
-    no, everywhere = (ir.Constant(ir.VectorType(I1, lanes), [bit] * lanes) for bit in (0, 1))
-    halves = [ir.Constant(ivec, [j // 2 + half * lanes // 2 if j % 2 == 0 else lanes for j in range(lanes)])
+    no, everywhere = (splat_constant(I1, bit, lanes) for bit in (0, 1))
+    halves = [vector_constant(I32, [j // 2 + half * lanes // 2 if j % 2 == 0 else lanes for j in range(lanes)])
               for half in (0, 1)]
-    evens = ir.Constant(ivec, list(range(0, 2 * lanes, 2)))
+    evens = vector_constant(I32, range(0, 2 * lanes, 2))
 
     def start(iteration: ir.Value, v: int) -> tuple[ir.Value, ir.Value]:
         """Where vector v of filter column 0 reads in `iteration`, and whether its row is inside."""
@@ -242,17 +240,16 @@ def column_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Val
     a step per tap): each tap's lane masks are computed here, once per tile."""
     builder, lanes = ctx.builder, gemm.lanes
     first = builder.mul(tile, i64(gemm.tile_columns))
-    ivec = ir.VectorType(I32, lanes)
     kh, kw = window.kernel
     masks, shifts = [], []
     for rows, cols in zip(*table_vectors(ctx, tables, first, gemm)):
         for ky in range(kh):
             for kx in range(kw):
                 dy, dx = ky * window.dilations[0], kx * window.dilations[1]
-                iy = builder.add(rows, ir.Constant(ivec, [dy] * lanes))
-                ix = builder.add(cols, ir.Constant(ivec, [dx] * lanes))
-                masks.append(builder.and_(builder.icmp_unsigned("<", iy, ir.Constant(ivec, [window.height] * lanes)),
-                                          builder.icmp_unsigned("<", ix, ir.Constant(ivec, [window.width] * lanes))))
+                iy = builder.add(rows, splat_constant(I32, dy, lanes))
+                ix = builder.add(cols, splat_constant(I32, dx, lanes))
+                masks.append(builder.and_(builder.icmp_unsigned("<", iy, splat_constant(I32, window.height, lanes)),
+                                          builder.icmp_unsigned("<", ix, splat_constant(I32, window.width, lanes))))
     for ky in range(kh):
         for kx in range(kw):
             shifts.append((ky * window.dilations[0] - window.pads[0]) * window.width +
@@ -294,7 +291,7 @@ def _masked_load(ctx: KernelContext, pointer: ir.Value, mask: ir.Value, lanes: i
     vector = vector_type(lanes)
     function = ctx.declare(f"llvm.masked.load.v{lanes}f32.p0",
                            ir.FunctionType(vector, [PTR, I32, ir.VectorType(I1, lanes), vector]))
-    return ctx.builder.call(function, [pointer, ir.Constant(I32, 4), mask, ir.Constant(vector, [0.0] * lanes)])
+    return ctx.builder.call(function, [pointer, ir.Constant(I32, 4), mask, splat_constant(F32, 0.0, lanes)])
 
 
 def masked_gather(ctx: KernelContext, base: ir.Value, offsets: ir.Value, mask: ir.Value, lanes: int) -> ir.Value:
@@ -306,9 +303,9 @@ def masked_gather(ctx: KernelContext, base: ir.Value, offsets: ir.Value, mask: i
                            ir.FunctionType(vector, [pointers_type, I32, ir.VectorType(I1, lanes), vector]))
     wide = builder.sext(offsets, ir.VectorType(I64, lanes))
     start = splat(builder, builder.ptrtoint(base, I64), lanes)
-    addresses = builder.add(start, builder.mul(wide, ir.Constant(ir.VectorType(I64, lanes), [4] * lanes)))
+    addresses = builder.add(start, builder.mul(wide, splat_constant(I64, 4, lanes)))
     pointers = builder.inttoptr(addresses, pointers_type)
-    return builder.call(function, [pointers, ir.Constant(I32, 4), mask, ir.Constant(vector, [0.0] * lanes)])
+    return builder.call(function, [pointers, ir.Constant(I32, 4), mask, splat_constant(F32, 0.0, lanes)])
 
 
 def table_pair(ctx: KernelContext, window: Window, gemm: Gemm) -> tuple[ir.Value, ir.Value]:

@@ -26,7 +26,20 @@ from typing import Callable
 
 from llvmlite import ir
 
-from ..codegen.kinds import COMPUTE_FLOATS, COMPUTE_INTS, HALF_FLOATS, I32, I64, i64, load, storage_type, store, value_type
+from ..codegen.kinds import (
+    COMPUTE_FLOATS,
+    COMPUTE_INTS,
+    HALF_FLOATS,
+    I32,
+    I64,
+    i64,
+    load,
+    splat_constant,
+    storage_type,
+    store,
+    value_type,
+    vector_constant,
+)
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
 from ..codegen.target import host_vectors
@@ -139,8 +152,8 @@ class _RowPool:
         wide = builder.load(pointer, typ=ir.VectorType(element, width * stride), align=self.itemsize)
         if stride == 1:
             return wide
-        mask = ir.Constant(ir.VectorType(I32, width), [j * stride for j in range(width)])
-        return builder.shuffle_vector(wide, ir.Constant(wide.type, None), mask)
+        mask = vector_constant(I32, [j * stride for j in range(width)])
+        return builder.shuffle_vector(wide, splat_constant(element, 0, width * stride), mask)
 
     def _scalar_columns(self, window: _Window, out_row: ir.Value, row_count: ir.Value | None,
                         begin: int, end: int) -> None:
