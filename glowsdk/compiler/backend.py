@@ -83,6 +83,10 @@ class CompileOptions:
 
     extra: dict[str, Any] = field(default_factory=dict)
     ir_passes: PassManager | None = None
+    release_constants: bool = False
+    """Whether the compile may let go of the function's constant data once it holds its own (the pipeline
+    sets it for the lowered copy it made, when no hook of the caller saw that copy): a backend that
+    re-lays out the weights then holds one form of each at a time (`Module.release_constant_data`)."""
 
 
 class FlagKind(Enum):

@@ -17,6 +17,7 @@ layer above), so the compiler runs it without importing it.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Protocol, Sequence
 
 from ..errors import GraphError, UnsupportedOpsError
@@ -82,7 +83,7 @@ def compile_function(function: Function, backend: Backend, options: CompileOptio
         bar.label("copying the graph")
         hook = _showing_steps(bar, backend, quantization is not None, on_stage or (lambda stage, fn: None))
         compiled = _compile(function, backend, options, passes or PassManager(), hook, verify_each, instrument,
-                            quantization, fallbacks)
+                            quantization, fallbacks, on_stage)
     if reusable and not isinstance(compiled, PartitionedFunction):
         backend.keep_compiled(function, options, compiled)
     return compiled
@@ -104,7 +105,11 @@ def _showing_steps(bar: Progress, backend: Backend, quantizing: bool, hook: Stag
 
 def _compile(function: Function, backend: Backend, options: CompileOptions, manager: PassManager,
              hook: StageHook, verify_each: bool, instrument: Instrument | None,
-             quantization: Quantization | None, fallbacks: list[Backend]) -> CompiledFunction:
+             quantization: Quantization | None, fallbacks: list[Backend],
+             on_stage: StageHook | None = None) -> CompiledFunction:
+    """Prepare `function` and compile it whole, or in parts where `fallbacks` take what `backend` cannot run.
+    A whole compile may release the lowered copy's constant data when no caller's hook (`on_stage`,
+    `instrument`, `quantization`) saw that copy."""
     function, quantization_report = prepare_function(function, backend, manager=manager, hook=hook,
                                                      verify_each=verify_each, instrument=instrument,
                                                      quantization=quantization, partial=bool(fallbacks))
@@ -119,7 +124,8 @@ def _compile(function: Function, backend: Backend, options: CompileOptions, mana
             lambda part: _compile_prepared(part, backend, options, lambda stage, fn: None),
             lambda part, host: _compile_host_part(part, host, _options_for(host, options), manager))
     else:
-        compiled = _compile_prepared(function, backend, options, hook)
+        private = on_stage is None and instrument is None and quantization is None
+        compiled = _compile_prepared(function, backend, replace(options, release_constants=private), hook)
     compiled.quantization_report = quantization_report
     return compiled
 

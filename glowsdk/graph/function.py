@@ -67,6 +67,13 @@ class Module:
             del self.constants[name]
             self._names.discard(name)
 
+    def release_constant_data(self) -> None:
+        """Let go of every constant's value (each becomes None), as Glow strips a compiled module: for a
+        module nobody reads again whose compile holds the data in a form of its own (the pipeline's lowered
+        copy, once a backend's program has the weights), so a network's folded weights are not held twice."""
+        for constant in self.constants.values():
+            constant.value = None
+
     def verify(self) -> None:
         for fn in self.functions.values():
             fn.verify()

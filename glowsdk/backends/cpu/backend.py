@@ -32,9 +32,9 @@ from ...files import write_text
 from ...graph.function import Function
 from ...graph.inputs import check_inputs, declared_inputs
 from ...graph.node import Node, Placeholder
-from . import bundle
+from . import bundle, heap
 from .cache import CompileCache, cache_key, imported_key
-from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step
+from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step, last_reads
 from .codegen.threads import PARALLEL_MIN_US
 from .image import CpuImage, aligned_bytes, constant_region
 from .jit import JitModule, compile_object, host_cpu, host_description, host_machine
@@ -292,19 +292,24 @@ def _configured(compiled: CpuFunction, options: CompileOptions) -> CpuFunction:
 def compile_fresh(function: Function, options: CompileOptions) -> CpuFunction:
     """Compile `function` from scratch: program, steps, LLVM module, object code, image."""
     program = build_program(function, passes=options.ir_passes)
+    if options.release_constants:
+        function.module.release_constant_data()  # the program's weights hold the only copy from here
     steps = tuple(plan_steps(program, stacking=bool(options.extra.get("stacking", True))))
     machine = host_machine()
     builder = ModuleBuilder(program, machine.triple, str(machine.target_data),
                             profile_steps=len(steps) if options.extra.get("profile") else 0,
                             split_min_us=options.extra.get("split_min_us", PARALLEL_MIN_US))
-    for step in steps:
+    for step, finished in zip(steps, last_reads(steps)):
         builder.add_step(step, KERNELS[step.instrs[0].kind].build)
+        builder.release(finished)
     llvm_ir = builder.finish()
     del builder
     if options.extra.get("dump_llvm"):
         write_text(options.extra["dump_llvm"], llvm_ir, "--dump-llvm")
     constants = constant_region(program)  # before LLVM's peak, so the packed arrays are gone by then
+    heap.trim()
     compiled = compile_object(llvm_ir, assembly=bool(options.extra.get("dump_asm")))
+    heap.trim()
     if compiled.assembly is not None:
         write_text(options.extra["dump_asm"], compiled.assembly, "--dump-asm")
     image = CpuImage.from_program(program, compiled.object_code, compiled.exports, machine.triple, host_cpu()[0],

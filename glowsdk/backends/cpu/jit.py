@@ -123,14 +123,20 @@ def compile_object(llvm_ir: str, assembly: bool = False) -> CompiledObject:
     takes seconds, so the caller prints it once) as a position-independent object file for the host;
     with `assembly`, also the host assembly of exactly that code (what --dump-asm shows)."""
     machine = host_machine()
+    context = llvm.create_context()
     try:
-        parsed = llvm.parse_assembly(llvm_ir)
+        parsed = llvm.parse_assembly(llvm_ir, context)
         parsed.verify()
     except RuntimeError as err:
+        context.close()
         raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(err).splitlines()[0]}") from None
     exports = exported_signatures(parsed)
     optimise(parsed, machine)
-    return CompiledObject(machine.emit_object(parsed), exports, machine.emit_assembly(parsed) if assembly else None)
+    compiled = CompiledObject(machine.emit_object(parsed), exports,
+                              machine.emit_assembly(parsed) if assembly else None)
+    parsed.close()
+    context.close()
+    return compiled
 
 
 class JitModule:

@@ -57,7 +57,7 @@ from ....names import fresh_name
 from .kinds import I8, I32, I64, PTR, i64
 from .counters import StepCounters
 from .pool import add_pool
-from .sharing import Anchor, Operands, signature, step_operands
+from .sharing import Anchor, Operands, distinct_operands, signature, step_operands
 from .threads import MAX_THREADS, PARALLEL_MIN_US, SYNC_LINE, emit_shared, serial_nanoseconds, split, sync_bytes
 
 ENTRY = "glowsdk_main"
@@ -216,6 +216,21 @@ class Step:
         return f"stack{len(self.instrs)}.{first.name}"
 
 
+def last_reads(steps: Sequence[Step]) -> list[tuple[Weight, ...]]:
+    """Per step, the constant weights it reads that no later step reads: their data is needed no
+    longer once its kernel is built (ModuleBuilder.release)."""
+    last: dict[str, tuple[int, Weight]] = {}
+    for index, step in enumerate(steps):
+        for value in distinct_operands((*step.instrs, *(step.epilogue or ()))):
+            weight = base_of(value)
+            if isinstance(weight, Weight) and weight.role == "constant":
+                last[weight.name] = (index, weight)
+    finished: list[list[Weight]] = [[] for _ in steps]
+    for index, weight in last.values():
+        finished[index].append(weight)
+    return [tuple(weights) for weights in finished]
+
+
 PURE = frozenset({"getelementptr", "add", "sub", "mul", "shl", "lshr", "ashr", "and", "or", "xor", "udiv", "sdiv",
                   "zext", "sext", "trunc", "ptrtoint", "inttoptr", "bitcast", "select", "icmp"})
 """Instructions with no effect but their value: one nobody uses uses nothing either."""
@@ -316,6 +331,8 @@ class ModuleBuilder:
         self.scratch_offset(0)
         self._counters = StepCounters(self.module, profile_steps) if profile_steps else None
         self._calls: list[_Call] = []
+        self._unpacked: set[str] = set()
+        """The constant weights some kernel reads as they are (not only packed)."""
         self.definitions: list[str] = []
         """Every kernel's definition, printed as soon as it was built (`_printed`)."""
         self.sync_offset = self.sync_bytes = 0
@@ -406,6 +423,17 @@ class ModuleBuilder:
             self._kernels.setdefault(key, kernel)
         shared = kernel.parallel and serial_nanoseconds(instrs) >= self._split_min_ns
         self._calls.append(_Call(kernel, operands.anchors, packed, shared))
+        self._unpacked.update(anchor.buffer for anchor, reads in zip(operands.anchors, kernel.reads)
+                              if reads and anchor.region == "constants")
+
+    def release(self, weights: Iterable[Weight]) -> None:
+        """Let go of the data of each of `weights` (constants no later step reads) that no kernel
+        reads as it is: its packed forms are all made, so they alone hold it from now on (with the
+        graph's copy released too, resnet50's folded filters give way to their panels one by one
+        instead of both living until the constants region is made)."""
+        for weight in weights:
+            if weight.name not in self._unpacked:
+                weight.value = None
 
     def _build(self, step: Step, build: KernelBuilder, operands: Operands) -> tuple[_Kernel, tuple[str, int] | None]:
         """A new kernel for `step`, and its first packed constant's (weight, offset), if it packs any."""
