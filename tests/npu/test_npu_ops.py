@@ -83,9 +83,26 @@ def test_a_row_tile_loads_its_input_once_for_all_its_output_channel_tiles():
     s, t = layer.shape, layer.tiling
     assert t.c == s.channels and t.n < s.out_channels
     _, tiles, _ = layer.tiles(lambda tensor: 0, 0)
-    loads = [op for tile in tiles for step in tile.steps for op in step.loads if op.mnemonic == "LOAD"]
+    loads = [op for tile in tiles for step in tile.steps for op in step.shared + step.loads if op.mnemonic == "LOAD"]
     row_tiles, steps = -(-s.out_height // t.rows), sum(len(tile.steps) for tile in tiles)
     assert len(loads) == row_tiles + steps - (layer.prefetched is not None)  # the layer before loads the first block
+
+
+def test_a_row_tile_input_waits_for_the_row_tile_two_back_only():
+    """Many row tiles of several output-channel tiles each: a row tile's input (Step.shared) waits for the last
+    step of the row tile two back to release its buffer (Step.releases), so its load overlaps the row tile
+    before; checked simulation sees no race on the alternating buffers."""
+    b = NetBuilder((1, 64, 28, 28))
+    npu = assert_bit_exact(b.network(b.conv(b.conv("x", 64, 64, 1, 0), 64, 256, 1, 0)), config="edge")
+    layer = next(layer.body for layer in npu.compiled.layers if layer.kind == "Conv" and
+                 layer.body.shape.out_channels == 256)
+    s, t = layer.shape, layer.tiling
+    _, tiles, _ = layer.tiles(lambda tensor: 0, 0)
+    row_tiles = -(-s.out_height // t.rows)
+    assert t.c == s.channels and t.n < s.out_channels and row_tiles > 2
+    steps = [step for tile in tiles for step in tile.steps]
+    assert sum(bool(step.shared) for step in steps) == sum(step.releases for step in steps) == row_tiles
+    assert all(not step.releases or later.shared for step, later in zip(steps, steps[1:]))
 
 
 def test_a_weight_block_two_steps_back_is_read_where_it_lies():

@@ -464,9 +464,11 @@ class GemmLayer:
         weight_slots = [slot_base + 2 * in_bytes + k * w_bytes for k in (0, 1)]
         outputs = [slot_base + 2 * (in_bytes + w_bytes) + k * out_bytes for k in (0, 1)]
         # with every input channel in one step, a row tile's input is loaded once, into the input slot of the row
-        # tile's parity, and its output-channel tiles read it there: the loads of a step wait for the MATMUL two
-        # steps back, which comes after every MATMUL of the row tile two back (the matrix engine runs in order)
+        # tile's parity, and its output-channel tiles read it there: with several of them, the load waits for the
+        # last MATMUL of the row tile two back (Step.shared), so it overlaps the row tile before's last two steps
+        # (with one, that MATMUL is the step two back's, which the load waits for anyway)
         stationary = t.c >= s.channels
+        several = stationary and s.out_channels > t.n
         # every output channel's bias first, loaded once (no tile's load waits for the vector engine), and low in
         # the accumulator: REQUANT addresses it in 19 bits, and an accumulator may hold 2^20 words
         bias_row = 0
@@ -507,10 +509,11 @@ class GemmLayer:
                             continue
                         c = min(t.c, s.channels - c0)
                         ins, wgt = inputs[row_tile % 2 if stationary else g % 2], weight_slots[g % 2]
-                        loads = [] if stationary and n0 > 0 else input_loads(
+                        image = [] if stationary and n0 > 0 else input_loads(
                             s, self.source, self.x_zero, source + b * self.source.batch_stride + c0, oy0, oy1, c, ins)
+                        shared, loads = (image, []) if several else ([], image)
                         prepare = self.gate.apply(ins, pixels, c, gates + c0, gates + s.channels + c0) \
-                            if self.gate and loads else []
+                            if self.gate and image else []
                         if prepare and g == 0:
                             prepare = self.gate.rows(gate_row, gates, gates + s.channels, s.channels) + prepare
                         k = s.kh * s.kw * c
@@ -518,7 +521,7 @@ class GemmLayer:
                         early = (PREFETCH, 1) if g == 0 and self.prefetched is not None else None
                         if early:  # the layer before loaded this block: one step less of pipeline fill
                             wgt = self.prefetched
-                        elif held[g % 2] != (n0, c0) or not loads:  # (a step loads something: its wait frees a slot)
+                        elif held[g % 2] != (n0, c0) or not image:  # (a step loads something: its wait frees a slot)
                             loads += [config_load(n // groups, 0, n // groups),
                                       load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1)]
                             held[g % 2] = (n0, c0)
@@ -537,7 +540,8 @@ class GemmLayer:
                             dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c // groups,
                             kw=s.kw, stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0],
                             dil_w=s.dilation[1], row_pitch=s.padded_width * c, pixel_pitch=c)
-                        steps.append(Step(loads, [config, product], matrix_wait=early, prepare=prepare))
+                        steps.append(Step(loads, [config, product], matrix_wait=early, prepare=prepare,
+                                          shared=shared))
                         g += 1
                     residuals: list[Op] = []  # read by the vector engine only: the array does not wait for them
                     for op in adds:
@@ -562,6 +566,8 @@ class GemmLayer:
                               STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
                                     space="spad", sram=outputs[slot], planes=1, rows=rows, cols=width)]
                     tiles.append(Tile(steps, vector, stores, residuals))
+                if several:  # the row tile's last step is its input's last reader
+                    next(step for tile in reversed(tiles) for step in reversed(tile.steps)).releases = True
         return prologue, tiles, config
 
     def _config_requant(self, n0: int, bias: int) -> Op:

@@ -35,6 +35,8 @@ PREFETCH = 20
 waited on by that first step's matrix work."""
 PREPARED = 22
 """Per-slot pair: a step's operands prepared by the vector engine (`Step.prepare`), waited on by its matrix work."""
+IFREE = 24
+"""Per-parity pair: a shared input buffer free again (`Step.shared`): its last reader's matrix work is done."""
 CLAMP_RESET = CONFIG_CLAMP(lo=-(1 << 31), hi=(1 << 31) - 1)
 """The clamp's reset bounds: a vector-engine instruction that changes nothing, to carry a wait or a signal."""
 
@@ -52,6 +54,12 @@ class Step:
     prepare: list[Op] = field(default_factory=list)
     """vector work on the loaded operands before the matrix work reads them (a channel gate applied to the input
     tile in place): it waits for the step's loads, the matrix work waits for it"""
+    shared: list[Op] = field(default_factory=list)
+    """loads (led by a configuration op) of a buffer this step and the next ones read, until one `releases` it (a row
+    tile's input that all its output-channel tiles read); the buffers alternate, so these wait for the release of
+    the one two back rather than for the matrix work two steps back, and overlap every step in between"""
+    releases: bool = False
+    """the last step that reads the latest `shared` buffer"""
 
 
 @dataclass
@@ -131,10 +139,12 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
     # computes, not after the epilogue that waits for the array
     ahead = any(step.prepare for tile in tiles for step in tile.steps)
     g = 0
+    buffers = sum(bool(step.shared) for tile in tiles for step in tile.steps)
+    buffer = -1
 
     def emit_steps(t: int) -> int:
         """Tile t's steps (their loads, vector preparation, matrix work or reduction); the last step's load count."""
-        nonlocal g
+        nonlocal g, buffer
         tile, slot, loaded = tiles[t], t % 2, 0
         gemm = any(step.matmuls for step in tile.steps)
         for j, step in enumerate(tile.steps):
@@ -142,8 +152,17 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
             if gemm:
                 acc_wait = (ACCFREE + slot, 1) if t >= 2 and j == 0 else None
                 acc_load = any(op.mnemonic == "LOAD" and op.fields["space"] == "acc" for op in step.loads)
-                loaded = _signal_each(em, step.loads, LOADED + s, (MFREE + s, 1) if g >= 2 else None,
-                                      acc_wait if acc_load else None)
+                slot_free = (MFREE + s, 1) if g >= 2 else None
+                loaded = 0
+                if step.shared:
+                    buffer += 1
+                    if step.shared[0].mnemonic in TRANSFERS:
+                        raise AssertionError("a step's shared loads start with their configuration")
+                    first = len(em.instructions)
+                    loaded = _signal_each(em, step.shared, LOADED + s, None if step.loads else slot_free)
+                    if buffer >= 2:
+                        em.set_sync(first, wait=(IFREE + buffer % 2, 1))
+                loaded += _signal_each(em, step.loads, LOADED + s, slot_free, acc_wait if acc_load else None)
                 if g == 0 and late_prologue:
                     emit_prologue()
                 ready = (LOADED + s, loaded)
@@ -152,6 +171,8 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
                     ready = (PREPARED + s, 1)
                 _matmuls(em, step.matmuls, ready, (MFREE + s, 1) if g + 2 < total_steps else None,
                          (None if acc_load else acc_wait) or step.matrix_wait)
+                if step.releases and buffer + 2 < buffers:  # the configuration again, carrying the release
+                    em.emit(step.matmuls[0], Sync(signal=IFREE + buffer % 2, signal_count=1))
             elif step.vector:  # a reduction step: its vector work frees the slot for step g + 2
                 loaded = _signal_each(em, step.loads, LOADED + s, (VFREE + s, 1) if g >= 2 else None)
                 _emit(em, step.vector, (LOADED + s, loaded), (VFREE + s, 1) if g + 2 < total_steps else None,
