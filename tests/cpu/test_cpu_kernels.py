@@ -191,6 +191,21 @@ def test_threads_share_large_copies_and_each_concat_part_once(threads):
     check([((3, 120, 400), F32), ((3, 2, 400), F32)], build, threads=threads)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_share_a_squeeze_and_excitation_block(threads):
+    """A global average pool (ReduceSum over the trailing axes: threads share its 96 channels, a
+    float16 one accumulating in float32), the channel scales broadcast over the planes, and a
+    hard-swish-like stack over 96 x 7 x 7 = 4704 elements (elementwise.SHARED_ELEMENTS): on 2 and
+    3 threads, against the interpreter."""
+    def build(fn, v):
+        x, half = v
+        pooled = fn.add(reduce.ReduceSum, x, axes=[2, 3], keepdims=True)
+        scaled = fn.add(ew.Mul, x, fn.add(ew.Sigmoid, pooled))
+        gate = fn.add(ew.Clip, fn.add(ew.Add, scaled, fn.add(ew.Mul, scaled, scaled)), min=0.0, max=6.0)
+        return [fn.add(ew.Mul, scaled, gate), fn.add(reduce.ReduceSum, half, axes=[1, 2], keepdims=False)]
+    check([((1, 96, 7, 7), F32), ((24, 9, 9), ElemKind.FLOAT16)], build, accumulates=True, threads=threads)
+
+
 def test_conv_add_relu_run_in_the_conv_store():
     image, weights = (1, 8, 10, 10), (16, 8, 3, 3)
     conv, _ = constant_conv(image, weights, dict(strides=[1, 1], pads=[1, 1, 1, 1]))

@@ -58,9 +58,10 @@ doubling up to IDLE_NAP_US (back_off). 40000 `pause` are about 0.5 ms where one 
 MAX_THREADS = 16
 """Kernels size per-thread scratch for this many threads, a claim line holds a counter for as
 many (SYNC_LINE / 4); the backend refuses more."""
-PARALLEL_MIN_US = 20.0
+PARALLEL_MIN_US = 5.0
 """By default a kernel estimated to take less than this on one thread is not split among threads
-(the backend's `split_min_us` option)."""
+(the backend's `split_min_us` option). Sharing one costs about half a microsecond of cache-line
+hand-overs on 2 threads (opening it, claiming, reporting it finished)."""
 FLOPS_PER_NS, BYTES_PER_NS = 50.0, 25.0
 """One thread's rough speed for the estimate, fitted to the per-kernel times (bench --profile) of
 gru, mobilenet_v3_small and resnet18 here: 35 to 75 FLOP/ns in convolutions and matrix products,

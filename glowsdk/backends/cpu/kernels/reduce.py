@@ -8,7 +8,8 @@ identity, so reducing a middle axis streams through memory with contiguous,
 vectorisable inner loops. Max and Min share the element-wise kinds' NaN
 propagating semantics (scalar.py). float16 and bfloat16 accumulate in float32,
 as the reference does, so their partial results wait in float32 scratch memory
-and are rounded once, as they are stored.
+and are rounded once, as they are stored. Threads share the kept elements of a
+reduction over trailing axes (the squeeze of a squeeze-and-excitation block).
 """
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ REASSOCIATE = ("reassoc", "contract")
 """A reduction's order is free (numpy's pairwise sum has its own): let LLVM vectorise it."""
 
 Combine = Callable[[KernelContext, Any, ir.Value, ir.Value], ir.Value]
+SHARED_ROWS = 16
+"""A reduction over trailing axes with at least this many kept elements shares them among
+threads (whether the step is worth sharing is threads.serial_nanoseconds's call)."""
 
 
 def _arithmetic(float_op: str, int_op: str) -> Combine:
@@ -88,8 +92,14 @@ def _reduce(ctx: KernelContext, step: Step) -> None:
             store(builder, identity, partial, partial_kind, i)
     acc = ctx.local(identity.type)
     source_strides = row_major_strides(shape)[:trailing]
-    with loop_nest(builder, outer) as indices:
-        at = linear_index(builder, indices, dest_strides[:trailing])
+    rows = math.prod(outer)
+    dims, share = outer, None
+    if not accumulate_in_memory and rows >= SHARED_ROWS:
+        # Every kept element is one independent row of `inner` (a global average pool's
+        # channels): threads share the rows, as flat indices into the destination.
+        dims, dest_strides, source_strides, share = [rows], [1], [inner], ctx.share(rows)
+    with loop_nest(builder, dims, outer=share) as indices:
+        at = linear_index(builder, indices, dest_strides[:len(dims)])
         builder.store(load(builder, partial, partial_kind, at) if accumulate_in_memory else identity, acc)
         base = linear_index(builder, indices, source_strides)
         with loop(builder, inner, name="r") as r:
