@@ -66,10 +66,10 @@ class NpuFunction(CompiledFunction):
         self._declared = declared_inputs(function)
         self.config = config
         builder = LayerBuilder(function, config)
-        self.layers = builder.build()
-        self.binary = build_binary(builder, self.layers, config,
-                                   {"model": name, "compiler": "glowsdk npu backend", "config": config.name,
-                                    ORIGINS_KEY: layer_origins(function, self.layers)})
+        layers = builder.build()
+        self.binary, self.layers = build_binary(builder, layers, config,
+                                                {"model": name, "compiler": "glowsdk npu backend",
+                                                 "config": config.name, ORIGINS_KEY: layer_origins(function, layers)})
         self.pass_through = {n.output.node.name: n.input.node.name for n in function.nodes
                              if n.kind == "Save" and isinstance(n.input.node, Placeholder)}
         """Output -> the input it is (an identity): the host copies it, exact, and the binary has no part in it."""

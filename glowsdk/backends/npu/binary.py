@@ -22,6 +22,7 @@ from .gemm import GemmLayer
 from .layernorm import LayerNormLayer, TransposeLayer
 from .globalpool import GlobalPoolLayer
 from .layers import CopyLayer, Layer, LayerBuilder
+from .overlap import RIDERS, Beside, Footprint, config_state, interleave, pair_layers
 from .pipeline import emit_layer
 from .prefetch import emit_prefetch, plan_prefetches
 from .softmax import SoftmaxLayer
@@ -29,51 +30,86 @@ from .tensors import DramTensor, tensor_info
 from .vector import PoolLayer
 
 
-def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after: Any) -> Workload | None:
-    """Emit one layer's instructions (and the first weights of the layer `after` it where it prefetches them);
-    its roofline workload (None for a free layer: isa/roofline.py)."""
+def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
+               after: Any) -> list[tuple[int, int]]:
+    """Emit one layer's instructions (and the first weights of the layer `after` it where it prefetches them),
+    without its barrier; where each of its tiles and its tiles' vector work start (pipeline.emit_layer)."""
     def base(tensor: DramTensor) -> int:
         return getattr(plan, tensor.region).base + tensor.offset
 
-    body = layer.body
-    em.begin_layer()
     if isinstance(body, GemmLayer):
         prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
-        emit_layer(em, tiles, prologue, matmul_config, late_prologue=True)  # the bias and tables: REQUANT's
+        marks = emit_layer(em, tiles, prologue, matmul_config, late_prologue=True)  # the bias and tables: REQUANT's
         if isinstance(after, GemmLayer) and after.prefetched is not None:
             emit_prefetch(em, after, plan.constants.base)
-    elif isinstance(body, DepthwiseLayer):
+        return marks
+    if isinstance(body, DepthwiseLayer):
         prologue, tiles = body.tiles(base, plan.constants.base)
-        emit_layer(em, tiles, prologue)
+        marks = emit_layer(em, tiles, prologue)
         if isinstance(after, GemmLayer) and after.prefetched is not None:
             emit_prefetch(em, after, plan.constants.base)
-    elif isinstance(body, BatchMatMulLayer):
+        return marks
+    if isinstance(body, BatchMatMulLayer):
         tiles, matmul_config = body.tiles(base, plan.constants.base, config)
-        emit_layer(em, tiles, body.prologue(plan.constants.base), matmul_config)
-    elif isinstance(body, TransposeLayer):
+        return emit_layer(em, tiles, body.prologue(plan.constants.base), matmul_config)
+    if isinstance(body, TransposeLayer):
         tiles, transpose = body.tiles(base, config)
-        emit_layer(em, tiles, body.prologue(base), transpose)
-    elif isinstance(body, LayerNormLayer):
+        return emit_layer(em, tiles, body.prologue(base), transpose)
+    if isinstance(body, LayerNormLayer):
         tiles, transpose = body.tiles(base, config)
-        emit_layer(em, tiles, body.prologue(plan.constants.base, base), transpose)
-    elif isinstance(body, SoftmaxLayer):
-        emit_layer(em, body.tiles(base, config), body.prologue(plan.constants.base))
-    elif isinstance(body, (GlobalPoolLayer, PoolLayer)):
-        emit_layer(em, body.tiles(base, config), body.prologue(base, config))
-    elif isinstance(body, CopyLayer):
+        return emit_layer(em, tiles, body.prologue(plan.constants.base, base), transpose)
+    if isinstance(body, SoftmaxLayer):
+        return emit_layer(em, body.tiles(base, config), body.prologue(plan.constants.base))
+    if isinstance(body, (GlobalPoolLayer, PoolLayer)):
+        return emit_layer(em, body.tiles(base, config), body.prologue(base, config))
+    if isinstance(body, CopyLayer):
         slot = config.scratchpad_bytes // 2
         moves = transfers(body.source, body.result, base(body.source), base(body.result), slot)
-        emit_layer(em, copy_tiles(moves, (0, slot)))
-    else:
-        emit_layer(em, body.tiles(base, config))
-    em.end_layer(layer.name, layer.kind)
+        return emit_layer(em, copy_tiles(moves, (0, slot)))
+    return emit_layer(em, body.tiles(base, config))
+
+
+def _workload(body: Any) -> Workload | None:
+    """A layer's roofline workload (None for a free layer: isa/roofline.py); a pair's is its convolution's."""
+    if isinstance(body, Beside):
+        return _workload(body.host.body)
     return body.workload() if isinstance(body, (GemmLayer, DepthwiseLayer, BatchMatMulLayer)) else None
 
 
-def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig, metadata: dict) -> NpuBinary:
-    """Generate every layer's instructions and assemble the binary."""
+def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after: Any) -> Workload | None:
+    """Emit one layer (a pair interleaved, `overlap.py`) and its barrier; its roofline workload."""
+    body = layer.body
+    em.begin_layer()
+    if isinstance(body, Beside):
+        alone = [Emitter(), Emitter()]
+        marks = [_emit_body(part, side.body, config, plan, None) for part, side in zip(alone, (body.host, body.rider))]
+        merged = interleave(alone[0].instructions, marks[0], alone[1].instructions, marks[1], config,
+                            config_state(em.instructions, config))
+        if merged is None:
+            raise AssertionError(f"'{layer.name}': too few semaphores to run two layers at once")
+        em.extend(merged)
+        em.end_layer(layer.name, layer.kind, dones=2)
+    else:
+        _emit_body(em, body, config, plan, after)
+        em.end_layer(layer.name, layer.kind)
+    return _workload(body)
+
+
+def _footprint(layer: Layer, config: ArchConfig, plan: MemoryPlan) -> Footprint:
+    """The DRAM a layer reads and writes, from its instructions emitted alone."""
+    alone = Emitter()
+    _emit_body(alone, layer.body, config, plan, None)
+    return Footprint.of(alone.instructions, config)
+
+
+def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
+                 metadata: dict) -> tuple[NpuBinary, list[Layer]]:
+    """Generate every layer's instructions and assemble the binary; the layers as it runs them (a max pool that
+    runs beside a convolution is one layer with it: overlap.py)."""
     plan = builder.planner.plan(len(builder.constants))
     em = Emitter()
+    if any(isinstance(layer.body, RIDERS) for layer in layers):
+        layers = pair_layers(layers, lambda layer: _footprint(layer, config, plan), config)
     plan_prefetches(layers, config)
     workloads = [_emit(em, layer, config, plan, after.body if after else None)
                  for layer, after in zip(layers, [*layers[1:], None])]
@@ -91,5 +127,5 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
                         outputs={name: index[id(t)] for name, t in builder.outputs.items()})
     return NpuBinary(config_hash=bytes.fromhex(config_hash(config)), plan=plan, instructions=em.finish(),
                      constants=bytes(builder.constants), tensors=infos, bindings=bindings, debug=em.debug,
-                     metadata={**metadata, METADATA_KEY: to_metadata(workloads)})
+                     metadata={**metadata, METADATA_KEY: to_metadata(workloads)}), layers
 

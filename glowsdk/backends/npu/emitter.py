@@ -60,12 +60,17 @@ class Emitter:
             values["signal_sem"], values["signal_count"] = signal
         self.instructions[index] = instr.replace(**values)
 
+    def extend(self, instructions: list[Instr]) -> None:
+        """Append instructions built elsewhere (two layers' interleaved: overlap.py)."""
+        self.instructions.extend(instructions)
+
     def begin_layer(self) -> None:
         self._layer_start = len(self.instructions)
 
-    def end_layer(self, name: str, kind: str) -> None:
-        """Close the layer with its barrier (waiting for the DONE signal its last STORE made)."""
-        self.emit(NOP(), Sync(wait=DONE, wait_count=1))
+    def end_layer(self, name: str, kind: str, dones: int = 1) -> None:
+        """Close the layer with its barrier (waiting for the DONE signal its last STORE made: one from each of
+        the `dones` layers it runs at once)."""
+        self.emit(NOP(), Sync(wait=DONE, wait_count=dones))
         self.debug.append(DebugRange(self._layer_start, len(self.instructions), name, kind))
 
     def finish(self) -> list[Instr]:

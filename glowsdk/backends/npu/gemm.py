@@ -439,6 +439,13 @@ class GemmLayer:
         return _reserved_spad(self.shape, self.requant.per_channel, self.epilogue, self.gate is not None) + \
             self.tiling.spad_bytes(self.shape)
 
+    def acc_end(self) -> int:
+        """The end of the accumulator the layer's tiles use: the bias row, two tiles, an average's divisor row, a
+        channel gate's two rows."""
+        s, t = self.shape, self.tiling
+        return s.out_channels + 2 * t.rows * s.out_width * t.n + (t.n if self.pool == "avg" else 0) + \
+            (2 * s.channels if self.gate else 0)
+
     def steps(self) -> int:
         """How many steps (loads, then matrix work) the layer's tiles make."""
         s, t = self.shape, self.tiling

@@ -17,9 +17,11 @@ flat chunk (L = P * W elements, L' = L - size + 1):
     REQUANT y = round(S / 2^F) + zero      (M = 2^30, shift F - 1), half to even
 
 Position p*W + c (c < C) of S holds channel c of pixel p; the size - 1 positions after each row's C
-are garbage. The STORE writes P - 1 rows of W bytes C bytes apart, so each row's garbage lands on the
-next row's first channels, which that row (later in the transfer) overwrites; the last row is stored
-alone, C bytes. The 1 KiB table is loaded once, with the first chunk.
+are garbage. The STORE writes P rows of W bytes C bytes apart, so each row's garbage lands on the
+next row's first channels, which that row (later in the transfer) overwrites, and the last row's on
+the next chunk's, which its STORE (later on the same engine) overwrites; the layer's last row is stored
+alone, C bytes. The 1 KiB table is loaded once, with the first chunk. The int32 buffers are one set:
+only the vector engine uses them, in order, so the chunks take turns only in the scratchpad slots.
 """
 from __future__ import annotations
 
@@ -53,16 +55,25 @@ class LrnLayer:
     index_shift: int
     fraction_bits: int
     zero: int
+    spad_base: int = 0
+    """where its table and slots start in the scratchpad, and its int32 buffers in the accumulator: above a
+    convolution's when it runs beside one (overlap.py)"""
+    acc_base: int = 0
 
     def _pixels(self, config: ArchConfig) -> int:
-        """Pixels per chunk: two slots of (padded input, output) and of three int32 buffers fit."""
+        """Pixels per chunk: two slots of (padded input, output) and the three int32 buffers fit (one set: only
+        the vector engine, in order, uses them)."""
         width = self.channels + self.size - 1
-        spad = (config.scratchpad_bytes - WIDE_LUT_BYTES) // 2 // 2 - LINE
-        acc = config.accumulator_bytes // 4 // 2 // 3
+        spad = (config.scratchpad_bytes - self.spad_base - WIDE_LUT_BYTES) // 2 // 2 - LINE
+        acc = (config.accumulator_bytes // 4 - self.acc_base) // 3
         pixels = min(MAX_FLAT, spad, acc) // width
         if pixels < 1:
             raise UnsupportedError(f"an LRN over {self.channels} channels does not fit the SRAMs")
         return pixels
+
+    def check(self, config: ArchConfig) -> None:
+        """UnsupportedError if not even one pixel's chunk fits the SRAMs above its bases."""
+        self._pixels(config)
 
     def tiles(self, base: Callable[[DramTensor], int], config: ArchConfig) -> list[Tile]:
         c, size = self.channels, self.size
@@ -75,9 +86,9 @@ class LrnLayer:
             pixels = min(pixels_per, total - p0)
             flat = pixels * width
             valid = flat - (size - 1)
-            slot = WIDE_LUT_BYTES + (k % 2) * 2 * align(pixels_per * width)
+            slot = self.spad_base + WIDE_LUT_BYTES + (k % 2) * 2 * align(pixels_per * width)
             x, y = slot, slot + align(pixels_per * width)
-            a = (k % 2) * 3 * pixels_per * width
+            a = self.acc_base
             b, s = a + flat, a + 2 * flat
             loads: list[Op] = [
                 CONFIG_LOAD(row_stride=c, plane_stride=0, col_stride=1, elem_bytes=1),
@@ -87,9 +98,9 @@ class LrnLayer:
                 CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
             if k == 0:
                 loads += [CONFIG_LOAD(row_stride=0, plane_stride=0, col_stride=0, elem_bytes=WIDE_LUT_BYTES),
-                          LOAD(dram=base(self.table), space="spad", sram=0, planes=1, rows=1, cols=1)]
+                          LOAD(dram=base(self.table), space="spad", sram=self.spad_base, planes=1, rows=1, cols=1)]
             tiles.append(Tile([Step(loads)], self._vector(x, y, a, b, s, flat, valid, before),
-                              self._stores(base, y, p0, pixels, width)))
+                              self._stores(base, y, p0, pixels, width, p0 + pixels == total)))
         return tiles
 
     def _vector(self, x: int, y: int, a: int, b: int, s: int, flat: int, valid: int, before: int) -> list[Op]:
@@ -109,18 +120,21 @@ class LrnLayer:
             window, width = s, width + 1
         specs += [
             VSHRI(dst_space="acc", dst=s, src_space="acc", src=window, count=valid, imm=self.index_shift),
-            LUT32(dst=s, src=s, table=0, count=valid, base=0),
+            LUT32(dst=s, src=s, table=self.spad_base, count=valid, base=0),
             acc_op(VMUL, s, s, a + before, valid),
             CONFIG_REQUANT(multiplier=1 << 30, shift=self.fraction_bits - 1, zero_point=self.zero,
                            clamp_lo=-128, clamp_hi=127, per_channel=0, table=0, bias_row=0, bias=0),
             REQUANT(dst=y, src=s, rows=1, cols=valid)]
         return specs
 
-    def _stores(self, base: Callable[[DramTensor], int], y: int, p0: int, pixels: int, width: int) -> list[Op]:
+    def _stores(self, base: Callable[[DramTensor], int], y: int, p0: int, pixels: int, width: int,
+                last: bool) -> list[Op]:
         c = self.channels
         dram = base(self.result) + p0 * c
         stores: list[Op] = [CONFIG_STORE(row_stride=c, plane_stride=0, col_stride=1, elem_bytes=1)]
-        if pixels > 1:  # rows of W bytes, C apart: each row's garbage is overwritten by the next row
+        if not last:  # rows of W bytes, C apart: each row's garbage is overwritten by the next row
+            return stores + [STORE(dram=dram, space="spad", sram=y, planes=1, rows=pixels, cols=width)]
+        if pixels > 1:
             stores.append(STORE(dram=dram, space="spad", sram=y, planes=1, rows=pixels - 1, cols=width))
         stores.append(STORE(dram=dram + (pixels - 1) * c, space="spad", sram=y + (pixels - 1) * width,
                             planes=1, rows=1, cols=c))

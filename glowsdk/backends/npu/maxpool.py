@@ -53,6 +53,8 @@ class SeparableMaxPoolLayer:
     pool: PoolLayer
     rows: int
     channels: int
+    base: int = 0
+    """the scratchpad address of its two slots (above a convolution's buffers when it runs beside one)"""
 
     @property
     def width(self) -> int:
@@ -85,7 +87,7 @@ class SeparableMaxPoolLayer:
                 first = oy0 * sh - p.pads[0]
                 for c0 in range(0, p.channels, self.channels):
                     n = min(self.channels, p.channels - c0)
-                    slot = (len(tiles) % 2) * slot_bytes
+                    slot = self.base + (len(tiles) % 2) * slot_bytes
                     loads: list[Op] = [CONFIG_LOAD(row_stride=sh * src.row_stride, plane_stride=0,
                                                    col_stride=src.pixel_stride, elem_bytes=n)]
                     for f, count in enumerate(_phase_rows(kh, sh, rows)):
@@ -150,8 +152,9 @@ def _cycles(pool: PoolLayer, rows: int, n: int, config: ArchConfig) -> float:
     return costs[0][0][0] + busiest + costs[-1][0][1] + costs[-1][0][2]
 
 
-def separable(pool: PoolLayer, config: ArchConfig) -> SeparableMaxPoolLayer | None:
-    """`pool` as the separable layer, if it is a max pool that takes fewer vector steps so and fits; else None."""
+def separable(pool: PoolLayer, config: ArchConfig, base: int = 0) -> SeparableMaxPoolLayer | None:
+    """`pool` as the separable layer, if it is a max pool that takes fewer vector steps so and fits in the
+    scratchpad from `base` up; else None."""
     (kh, kw), (sh, sw) = pool.kernel, pool.stride
     width = pool.pads[1] + pool.width + pool.pads[3]
     if pool.op != "MaxPool" or kh < 2 or min(kh, sh) > MAX_PHASES or (width - kw) // sw + 1 != pool.out_width \
@@ -160,7 +163,7 @@ def separable(pool: PoolLayer, config: ArchConfig) -> SeparableMaxPoolLayer | No
     columns = 0 if kw == 1 and sw == 1 else kw * pool.out_width
     if (kh - 1) * width + columns >= kh * kw * pool.out_width:
         return None
-    budget = config.scratchpad_bytes // 2
+    budget = (config.scratchpad_bytes - base) // 2
     n = pool.channels
     while n > 1 and (width * n > MAX_COLS or SeparableMaxPoolLayer(pool, 1, n).slot_bytes() > budget):
         n = -(-n // 2)
@@ -176,4 +179,4 @@ def separable(pool: PoolLayer, config: ArchConfig) -> SeparableMaxPoolLayer | No
         phases = _phase_rows(kh, sh, min(rows, pool.out_height - oy0))
         if any(_real_rows(first + f, sh, c, pool.height)[1] < 1 for f, c in enumerate(phases)):
             return None
-    return SeparableMaxPoolLayer(pool, rows, n)
+    return SeparableMaxPoolLayer(pool, rows, n, base)

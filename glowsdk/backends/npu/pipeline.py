@@ -119,12 +119,15 @@ def _matmuls(em: Emitter, specs: list[Op], loaded: tuple[int, int], free: tuple[
 
 
 def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_config: Op | None = None,
-               late_prologue: bool = False) -> None:
+               late_prologue: bool = False) -> list[tuple[int, int]]:
     """Emit a layer's tiles as a double-buffered pipeline; its last STORE signals DONE. With `late_prologue` (only
     the vector engine reads what the prologue loads), its loads follow the first step's, so the array starts as
-    soon as that step's operands are in."""
+    soon as that step's operands are in. Returns where each tile's instructions start (the first tile's with the
+    prologue's) and where its vector work and stores start: the points where another layer's tiles may be
+    interleaved (overlap.py)."""
     if not tiles or any(not tile.stores for tile in tiles):
         raise AssertionError("every tile of a layer stores its result")
+    starts, mids = [len(em.instructions)], []
 
     def emit_prologue() -> None:
         table = _signal_each(em, list(prologue), TABLE, None)
@@ -185,6 +188,8 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
 
     loaded = emit_steps(0) if ahead else 0
     for t, tile in enumerate(tiles):
+        if t:
+            starts.append(len(em.instructions))
         slot, later = t % 2, t + 2 < len(tiles)
         gemm = any(step.matmuls for step in tile.steps)
         if not ahead:
@@ -194,6 +199,7 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
         if ahead and t + 1 < len(tiles):
             emit_steps(t + 1)
         operands = _signal_each(em, tile.operands, OPERAND + slot, (OPFREE + slot, 1) if t >= 2 else None)
+        mids.append(len(em.instructions))
         reduced = any(step.vector for step in tile.steps)  # the vector engine has already waited for the loads
         if tile.vector:
             if t >= 2:
@@ -211,3 +217,4 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
             store_wait = (LOADED + slot, loaded)
         final = (DONE, 1) if t == len(tiles) - 1 else (SFREE + slot, 1) if later else None
         _emit(em, tile.stores, store_wait, final, pick=_is_dma)
+    return list(zip(starts, mids))

@@ -19,6 +19,7 @@ from sim.results import SimResult
 from ...progress import Progress
 from ...table import format_table
 from .gemm import AddTensor, Clamp8, GemmLayer, Lut8, Rescale8
+from .overlap import Beside
 
 if TYPE_CHECKING:
     from .backend import NpuFunction
@@ -47,6 +48,9 @@ def _epilogue(layer: GemmLayer) -> str:
 
 
 def _decision(body: Any, batch: int) -> tuple[str, int, int | None, float | None]:
+    if isinstance(body, Beside):  # the convolution's decision; the pool beside it moves its own bytes
+        decision, sram, expected_bytes, expected_cycles = _decision(body.host.body, batch)
+        return f"{decision}; beside it {body.rider.name}", sram, expected_bytes, expected_cycles
     if isinstance(body, GemmLayer):
         s, t = body.shape, body.tiling
         tiles = (f"{-(-s.out_height // t.rows)}x{-(-s.out_channels // t.n)}x{-(-s.channels // t.c)} tiles")
@@ -63,7 +67,8 @@ def report_rows(compiled: NpuFunction, result: SimResult) -> list[ReportRow]:
     rows = []
     for layer, run in zip(compiled.layers, measured):
         body = layer.body
-        batch = body.source.batch if isinstance(body, GemmLayer) else 1
+        host = body.host.body if isinstance(body, Beside) else body
+        batch = host.source.batch if isinstance(host, GemmLayer) else 1
         decision, sram, expected_bytes, expected_cycles = _decision(body, batch)
         rows.append(ReportRow(layer.name, layer.kind, decision, sram, expected_bytes, expected_cycles,
                               run.roofline_cycles, run.cycles, run.dram_read + run.dram_written, run.utilisation))
