@@ -501,6 +501,7 @@ class GemmLayer:
         tiles, g, row_tile = [], 0, -1
         held: list[tuple[int, int] | None] = [None, None]
         """the weight block each weight slot holds: a step whose block the step two back loaded reads it there"""
+        single = len(self.weights) == 1 and stationary
         config = None
         for b in range(self.source.batch):
             for oy0 in range(0, s.out_height, t.rows):
@@ -526,9 +527,14 @@ class GemmLayer:
                         k = s.kh * s.kw * c
                         groups = self.packing.groups if self.packing else 1  # GMATMUL's weights: k rows of n / groups
                         early = (PREFETCH, 1) if g == 0 and self.prefetched is not None else None
+                        # the slot that holds this step's block: the step two back loaded it into this one, or (one
+                        # block for the whole layer: no load ever replaces it) an earlier step into either
+                        kept = [k for k in (g % 2, (g + 1) % 2) if held[k] == (n0, c0) and (k == g % 2 or single)]
                         if early:  # the layer before loaded this block: one step less of pipeline fill
                             wgt = self.prefetched
-                        elif held[g % 2] != (n0, c0) or not image:  # (a step loads something: its wait frees a slot)
+                        elif kept and image:  # (a step loads something: its wait frees a slot)
+                            wgt = weight_slots[kept[0]]
+                        else:
                             loads += [config_load(n // groups, 0, n // groups),
                                       load(constants + self.weights[(n0, c0)], "spad", wgt, k, 1)]
                             held[g % 2] = (n0, c0)

@@ -179,13 +179,15 @@ def choose_packed_tiling(shape: ConvShape, groups: int, interleave: bool, config
                          extra_buffers: int = 0, vector_passes: int = 1, pitches: Pitches | None = None) -> Tiling:
     """The cheapest tiling of a grouped convolution run by GMATMUL (`packable`): every step reads all the input
     channels; an output tile is the same nt output channels of every group, groups x nt result channels that lie
-    together only when the result interleaves the groups (a channel shuffle), else it is every output channel.
-    UnsupportedError if none fits."""
+    together only when the result interleaves the groups (a channel shuffle), else it is every output channel; the
+    last tile of a row tile at least half the others. UnsupportedError if none fits."""
     spad = config.scratchpad_bytes - reserved_spad
     acc_words = config.accumulator_bytes // 4
     og = shape.out_channels // groups
-    widths = [groups * nt for nt in _candidates(og, max(1, config.array_cols // groups))] if interleave else \
-        [shape.out_channels]
+    # output tiles of even size: a step's loads hide behind the step before it, and a short last tile of a row
+    # tile hides little of the next row tile's input and weights (the cost model sees no such stall)
+    widths = [groups * nt for nt in _candidates(og, max(1, config.array_cols // groups))
+              if 2 * (og % nt) >= nt or og % nt == 0] if interleave else [shape.out_channels]
     best: Tiling | None = None
     for n in widths:
         rows = min(_largest_rows(shape, n, shape.channels, spad, acc_words, extra_buffers, groups),
@@ -271,6 +273,8 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
     steps = 0
     stationary = c >= s.channels
     """every input channel in one step: a row tile loads its input once for all its output-channel tiles"""
+    fetches_left = 2 if stationary and n >= s.out_channels else None
+    """one weight block for every step: loaded once into each of the two weight slots (gemm.GemmLayer.tiles)"""
     for row_size, row_count in _split(s.out_height, rows):
         pixels = row_size * s.out_width
         for j, (n_size, n_count) in enumerate(_split(s.out_channels, n)):
@@ -291,15 +295,18 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
                                   _runs(1, k * n_size, 0, config))
                 step_loads = _transfer_cycles(*image, config) + _transfer_cycles(*weights, config)
                 reads = (row_count if j == 0 else 0) if stationary else tiles * c_count
-                loads += (reads + tiles * c_count) * latency
+                fetches = tiles * c_count if fetches_left is None else min(tiles * c_count, fetches_left)
+                if fetches_left is not None:
+                    fetches_left -= fetches
+                loads += (reads + fetches) * latency
                 mm = min(matmul_cycles(pixels, k, n_size, flow, config) if packed == 1 else
                          grouped_matmul_cycles(pixels, k, n_size // packed, packed, flow, config) for flow in ("ws", "os"))
                 prepare = input_passes * vector_cycles(in_rows * s.width * c_size, config)
                 vector += reads * prepare
-                traffic += reads * in_rows * s.width * c_size + tiles * c_count * k * n_size
-                bus += reads * image[1] + tiles * c_count * weights[1]
+                traffic += reads * in_rows * s.width * c_size + fetches * k * n_size
+                bus += reads * image[1] + fetches * weights[1]
                 held += sum(count * (r[0] * config.dram_latency_cycles + r[1])
-                            for count, r in ((reads, image), (tiles * c_count, weights)))
+                            for count, r in ((reads, image), (fetches, weights)))
                 array += tiles * c_count * mm
                 steps += tiles * c_count
                 if not first_load:
