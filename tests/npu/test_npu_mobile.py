@@ -90,6 +90,18 @@ def test_grouped_conv_before_a_shuffle_of_its_groups_runs_them_side_by_side():
     assert all(i.k == c // groups for i in shuffled)
 
 
+def test_one_block_layer_halves_its_first_and_last_row_tiles_where_the_array_takes_no_longer():
+    """ShuffleNet's stage 2 shuffle convolution (136 channels, 4 groups, 28 x 28): its output-stationary steps of
+    4 rows are 4 array passes of 32 pixels, two of 2 rows as many, so the first and the last row tile are halved
+    (the array starts after half the load; half the vector work and store follow it)."""
+    npu = assert_bit_exact(shuffle_unit(4, 4, 136, 28), config="default")
+    layer = next(layer.body for layer in npu.compiled.layers if getattr(layer.body, "packing", None) is not None
+                 and layer.body.packing.interleave)
+    sizes = [b - a for a, b in layer.row_tiles()]
+    assert sum(sizes) == 28 and sizes[0] == sizes[-1] == layer.tiling.rows // 2 < max(sizes)
+    assert layer.steps() == len(sizes) == len(layer.tiles(lambda tensor: 0, 0)[1])
+
+
 def depthwise_net(c: int, hw: int, k: int, stride: int, dilation: int = 1, residual: bool = False, batch: int = 1):
     b = NetBuilder((batch, c, hw, hw))
     stem = b.conv("x", c, c, 1, 0)
@@ -119,6 +131,8 @@ def test_depthwise_runs_on_the_vector_engine(c, hw, k, stride, dilation, residua
     oh = (hw + 2 * dilation * (k // 2) - dilation * (k - 1) - 1) // stride + 1
     vmacs = sum(i.mnemonic == "VMAC" for i in npu.compiled.binary.instructions)
     assert vmacs == batch * k * k * oh * -(-c // layer.block)  # a tap per output row and channel block
+    sizes = [b - a for a, b in layer.row_tiles()]  # the first and last row tiles halved: shorter fill and drain
+    assert sum(sizes) == oh and (len(sizes) == 1 or max(sizes[0], sizes[-1]) <= -(-layer.rows // 2))
 
 
 def fire_module(c: int = 16, hw: int = 12):

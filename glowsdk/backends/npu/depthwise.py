@@ -160,6 +160,22 @@ class DepthwiseLayer:
         return Workload(pixels * c * taps, "vector", constants, batch * s.height * s.width * c + adds * pixels * c,
                         pixels * c + (batch * c if self.pool else 0))
 
+    def row_tiles(self) -> list[tuple[int, int]]:
+        """(first, end) output rows of each row tile: `rows` each, but the first and the last halved (the vector
+        engine starts after a smaller load, and a smaller REQUANT and store follow its last tap: pipeline fill and
+        drain); its work is a VMAC per tap and output row whatever the tiles."""
+        s = self.shape
+        sizes = [min(self.rows, s.out_height - oy0) for oy0 in range(0, s.out_height, self.rows)]
+        if not self.pool and len(sizes) > 1:
+            for at in (0, -1):
+                whole = sizes[at]
+                if whole > 1:
+                    sizes[at:len(sizes) + at + 1 if at else 1] = [whole // 2, whole - whole // 2]
+        bounds = [0]
+        for size in sizes:
+            bounds.append(bounds[-1] + size)
+        return list(zip(bounds, bounds[1:]))
+
     def spad_end(self) -> int:
         """The end of the scratchpad the layer uses: its tables and weights, its two slots, a pool's rows."""
         s, adds = self.shape, sum(isinstance(op, AddTensor) for op in self.epilogue)
@@ -195,8 +211,7 @@ class DepthwiseLayer:
         source, result, r = base(self.source.tensor), base(self.result.tensor), self.result
         tiles: list[Tile] = []
         for b in range(self.source.batch):
-            for oy0 in range(0, s.out_height, self.rows):
-                oy1 = min(s.out_height, oy0 + self.rows)
+            for oy0, oy1 in self.row_tiles():
                 pixels = (oy1 - oy0) * s.out_width
                 for c0 in range(0, c_all, self.block):
                     n, slot = min(self.block, c_all - c0), len(tiles) % 2

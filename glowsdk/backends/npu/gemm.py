@@ -449,7 +449,37 @@ class GemmLayer:
     def steps(self) -> int:
         """How many steps (loads, then matrix work) the layer's tiles make."""
         s, t = self.shape, self.tiling
-        return self.source.batch * -(-s.out_height // t.rows) * -(-s.out_channels // t.n) * -(-s.channels // t.c)
+        return self.source.batch * len(self.row_tiles()) * -(-s.out_channels // t.n) * -(-s.channels // t.c)
+
+    def row_tiles(self) -> list[tuple[int, int]]:
+        """(first, end) output rows of each row tile: the tiling's rows, except that with one weight block (no
+        reload between row tiles) and no residual operand (whose loads the smaller tiles would multiply) the
+        first and the last tile are halved where the halves take no more array cycles than the whole: the array
+        starts after a smaller load, and less vector work and store follow its last step (pipeline fill and
+        drain)."""
+        s, t = self.shape, self.tiling
+        sizes = [min(t.rows, s.out_height - oy0) for oy0 in range(0, s.out_height, t.rows)]
+        operands = any(isinstance(op, AddTensor) for op in self.epilogue)  # more loads to a DRAM-bound layer
+        if len(self.weights) == 1 and t.c >= s.channels and not self.pool and not operands and len(sizes) > 1:
+            for at in (0, -1):
+                whole = sizes[at]
+                half = [whole // 2, whole - whole // 2]
+                if half[0] and sum(map(self._array_cycles, half)) <= self._array_cycles(whole):
+                    sizes[at:len(sizes) + at + 1 if at else 1] = half
+        bounds = [0]
+        for size in sizes:
+            bounds.append(bounds[-1] + size)
+        return list(zip(bounds, bounds[1:]))
+
+    def _array_cycles(self, rows: int) -> int:
+        """The array's cycles for one step of `rows` output rows (one weight block: every input channel)."""
+        s = self.shape
+        pixels, k, n = rows * s.out_width, s.kh * s.kw * s.channels, min(self.tiling.n, s.out_channels)
+        if self.packing:
+            g = self.packing.groups
+            return min(grouped_matmul_cycles(pixels, k // g, n // g, g, flow, self.config)
+                       for flow in self.config.dataflows)
+        return min(matmul_cycles(pixels, k, n, flow, self.config) for flow in self.config.dataflows)
 
     def first_weights(self) -> tuple[int, int, int]:
         """(constants offset, rows, bytes per row) of the weight block the first step loads."""
@@ -504,8 +534,7 @@ class GemmLayer:
         single = len(self.weights) == 1 and stationary
         config = None
         for b in range(self.source.batch):
-            for oy0 in range(0, s.out_height, t.rows):
-                oy1 = min(s.out_height, oy0 + t.rows)
+            for oy0, oy1 in self.row_tiles():
                 pixels = (oy1 - oy0) * s.out_width
                 row_tile += 1
                 for n0 in range(0, s.out_channels, t.n):
