@@ -1,4 +1,4 @@
-"""Grouped and depthwise convolutions as block-diagonal GEMM layers.
+"""Grouped and depthwise convolutions as block-diagonal GEMM layers, or groups side by side (GMATMUL).
 
 A convolution of G groups (C/G input and O/G output channels each) is cut into layers of m
 consecutive groups; each layer is an ordinary convolution layer (gemm.py) over the channel slices of
@@ -14,6 +14,11 @@ ShuffleNet's four), one group per layer. Where m is fewer than all the groups, t
 layer (one pipeline fill and drain, not G): its block diagonal tiled by whole groups or parts of one
 (tiling.choose_grouped_tiling), each output tile's steps reading only its own groups' input channels, so
 no step multiplies a block off the diagonal.
+
+Up to 8 groups, each on a column block of the array, run side by side as GMATMUL steps instead (no zero
+multiplied, `_packing`): always where a channel shuffle of as many groups follows (GMATMUL writes the
+groups' outputs interleaved, the shuffle's order: ShuffleNet's), else where its estimate beats the
+block diagonal's tiles.
 
 A depthwise convolution (one input channel per group) runs on the vector engine instead
 (depthwise.py), except where a channel shuffle follows it: the shuffle mixes the groups of every

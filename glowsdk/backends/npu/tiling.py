@@ -300,7 +300,8 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
                     fetches_left -= fetches
                 loads += (reads + fetches) * latency
                 mm = min(matmul_cycles(pixels, k, n_size, flow, config) if packed == 1 else
-                         grouped_matmul_cycles(pixels, k, n_size // packed, packed, flow, config) for flow in ("ws", "os"))
+                         grouped_matmul_cycles(pixels, k, n_size // packed, packed, flow, config)
+                         for flow in ("ws", "os"))
                 prepare = input_passes * vector_cycles(in_rows * s.width * c_size, config)
                 vector += reads * prepare
                 traffic += reads * in_rows * s.width * c_size + fetches * k * n_size
