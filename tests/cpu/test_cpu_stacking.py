@@ -93,3 +93,74 @@ def test_stacked_results_match_unstacked_on_a_model_fragment():
     stacked, _, _ = run_both(fn, feeds)
     separate, _, _ = run_both(fn, feeds, stacking=False)
     np.testing.assert_array_equal(stacked["y0"], separate["y0"])
+
+
+def _onnx_convs(nodes, outputs, channels=8, size=12, seed=0):
+    """A model over x (1, channels, size, size) with a 1x1 and a 3x3 Conv's weights w1, b1, w3, b3;
+    `nodes` and `outputs` (names, all of x's shape) describe the rest. Seeded weights and input."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    shape = [1, channels, size, size]
+    weights = [numpy_helper.from_array(rng.standard_normal((channels, channels, k, k)).astype(np.float32) / 4, f"w{k}")
+               for k in (1, 3)]
+    weights += [numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32), f"b{k}") for k in (1, 3)]
+    weights.append(numpy_helper.from_array(np.array(6.0, np.float32), "six"))
+    graph = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, shape) for o in outputs],
+                              weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    return model, {"x": (3 * rng.standard_normal(shape)).astype(np.float32)}
+
+
+def _against_onnxruntime(model, feeds):
+    """Every output on cpu against onnxruntime's; the cpu steps as (kind, epilogue kinds)."""
+    import onnxruntime as ort
+
+    import glowsdk
+
+    compiled = glowsdk.compile(glowsdk.load(model), "cpu", cache=False)
+    got = compiled.run(feeds)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for output, want in zip(session.get_outputs(), session.run(None, feeds)):
+        np.testing.assert_allclose(got[output.name], want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+    return [("+".join(i.kind for i in step.instrs), [i.kind for i in step.epilogue or ()])
+            for step in compiled.compiled.steps]
+
+
+def test_hardswish_runs_in_the_conv_store_its_second_tensor_in_vectors_only():
+    """Conv -> HardSwish twice: x / 6 + 0.5 clamped lands in a tensor the next kernel reuses, so
+    the convolutions apply the whole HardSwish as they store (no element-wise step left)."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Conv", ["x", "w3", "b3"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["c1"], ["h1"]),
+             helper.make_node("Conv", ["h1", "w1", "b1"], ["c2"], kernel_shape=[1, 1]),
+             helper.make_node("HardSwish", ["c2"], ["h2"]),
+             helper.make_node("Conv", ["h2", "w1", "b1"], ["y"], kernel_shape=[1, 1])]
+    steps = _against_onnxruntime(*_onnx_convs(nodes, ["y"]))
+    assert [kinds for kinds, _ in steps] == ["Conv"] * 3
+    assert [epilogue for _, epilogue in steps][:2] == [["Div", "Add", "Max", "Min", "Mul"]] * 2
+
+
+def test_a_second_tensor_read_in_place_next_is_stored():
+    """Conv -> SiLU: the sigmoid's -x lands in a tensor the Exp after it reads and overwrites in
+    place; the Exp cannot run in the Conv's store, so -x must be stored (an instruction that reads
+    a tensor before writing it keeps it alive)."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], kernel_shape=[1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("Mul", ["c", "s"], ["y"])]
+    _against_onnxruntime(*_onnx_convs(nodes, ["y"]))
+
+
+def test_a_second_tensor_read_later_keeps_its_own_step():
+    """Conv, then t = conv / 6 and y = conv * t with t an output too: t must be stored, so the
+    Conv applies neither (only in-place runs and unread tensors go into its store)."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], kernel_shape=[1, 1]),
+             helper.make_node("Div", ["c", "six"], ["t"]), helper.make_node("Mul", ["c", "t"], ["y"])]
+    steps = _against_onnxruntime(*_onnx_convs(nodes, ["y", "t"]))
+    assert ("Conv", []) in steps and not any("Div" in epilogue for _, epilogue in steps)

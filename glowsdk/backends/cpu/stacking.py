@@ -16,7 +16,8 @@ it, or when no instruction after the stack reads its buffer.
 
 A compute kernel that can apply element-wise instructions as it stores (a GEMM
 convolution or matmul, epilogue.py) takes the ones right after it that work in
-place on its result, e.g. the Add of a residual and the ReLU after a Conv.
+place on its result, e.g. the Add of a residual and the ReLU after a Conv, or in
+tensors nothing reads afterwards (a HardSwish's).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from ...compiler.ir.program import Program
 from .codegen.module import Step
 from .kernels import KERNELS
 from .kernels.elementwise import is_stackable
-from .kernels.epilogue import can_follow
+from .kernels.epilogue import epilogue_length
 
 STRUCTURAL = frozenset({"AllocActivation", "DeallocActivation", "TensorView"})
 """Instructions that only mark lifetimes or name bytes: no code, no barrier to a stack."""
@@ -46,15 +47,12 @@ def plan_steps(program: Program, stacking: bool = True) -> list[Step]:
     last_read = _last_reads(instructions)
     steps: list[Step] = []
     stack: list[Instruction] = []
+    taken: set[int] = set()
     for position, instr in enumerate(instructions):
-        if instr.kind in STRUCTURAL:
+        if instr.kind in STRUCTURAL or id(instr) in taken:
             continue
         if stacking and stack and _joins(program, stack, instr):
             stack.append(instr)
-            continue
-        if stacking and steps and steps[-1].epilogue is not None and not stack and \
-                can_follow(program, steps[-1].instrs[0].operands[0], instr):
-            steps[-1] = replace(steps[-1], epilogue=(*steps[-1].epilogue, instr))
             continue
         if stack:
             steps.append(_finish(program, stack, last_read))
@@ -62,12 +60,55 @@ def plan_steps(program: Program, stacking: bool = True) -> list[Step]:
         if stacking and is_stackable(instr.kind) and instr.types[0].size:
             stack = [instr]
         elif stacking and KERNELS[instr.kind].takes_epilogue(instr):
-            steps.append(Step((instr,), epilogue=()))
+            following = _following(instructions, position)
+            length = epilogue_length(program, instr.operands[0], following,
+                                     lambda value, end: _dead_after(program, value, end))
+            epilogue = tuple(i for _, i in following[:length])
+            taken.update(id(i) for i in epilogue)
+            steps.append(Step((instr,), epilogue=epilogue))
         else:
             steps.append(Step((instr,)))
     if stack:
         steps.append(_finish(program, stack, last_read))
     return [step if step.epilogue else replace(step, epilogue=None) for step in steps]
+
+
+EPILOGUE_LOOKAHEAD = 16
+"""Element-wise instructions after a compute kernel considered for its epilogue, at most."""
+
+
+def _following(instructions: list[Instruction], position: int) -> list[tuple[int, Instruction]]:
+    """The (position, instruction) of the element-wise instructions right after `position` (lifetime
+    markers skipped), up to the first other one."""
+    found = []
+    for later in range(position + 1, len(instructions)):
+        instr = instructions[later]
+        if instr.kind in STRUCTURAL:
+            continue
+        if not is_stackable(instr.kind) or len(found) == EPILOGUE_LOOKAHEAD:
+            break
+        found.append((later, instr))
+    return found
+
+
+def _dead_after(program: Program, value, position: int) -> bool:
+    """Whether no instruction after `position` reads the bytes of activation `value` before one
+    overwrites them all (a later kernel may reuse the buffer) or the buffer is freed."""
+    if not isinstance(base_of(value), Instruction):
+        return False
+    span = _span(program, value)
+    for instr in program.ir.instructions[position + 1:]:
+        if instr.kind == "DeallocActivation" and base_of(instr.operands[0]) is base_of(value):
+            return True
+        if instr.kind in STRUCTURAL:
+            continue
+        touched = [(direction, _span(program, operand)) for operand, direction in instr.operand_pairs()]
+        touched = [(direction, other) for direction, other in touched if _overlap(span, other)]
+        if any(direction is not OperandKind.OUT for direction, _ in touched):
+            return False
+        if any(other[1] <= span[1] and span[2] <= other[2] for _, other in touched):
+            return True
+    return True
 
 
 def _span(program: Program, value) -> Span:

@@ -7,10 +7,12 @@ the result's shape that share no byte with it (the residual of an Add) or a
 single element (the zero of a ReLU). The GEMM then computes them on each C
 vector before its one store, with the same `scalar` semantics element-wise
 kernels use (scalar.py builds on vectors as well), so the output is written once.
+A run may also write other tensors of the result's shape that nothing reads after
+it (a HardSwish's clamped x / 6 + 0.5): those live in vectors only.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from llvmlite import ir
 
@@ -34,45 +36,82 @@ def _disjoint(program: Any, a: Any, b: Any) -> bool:
     return region_a != region_b or start_a + a.type.nbytes <= start_b or start_b + b.type.nbytes <= start_a
 
 
-def can_follow(program: Any, result: Any, instr: Any) -> bool:
-    """Whether element-wise `instr` can run in the store of a float32 kernel writing `result`."""
+def _applies(program: Any, registers: list[Any], instr: Any) -> bool:
+    """Whether element-wise `instr` can run on vectors in a float32 kernel's store, `registers` the
+    values held in vectors there (the result first): its result is one of them or a new one of the
+    result's shape, it reads at least one of them, and every other source is a single element or
+    a float32 tensor of the result's shape sharing no byte with any of them."""
+    result = registers[0]
     if instr.kind not in VECTOR_KINDS or instr.operands[0].type.elem is not ElemKind.FLOAT32:
         return False
-    if not same_bytes(program, instr.operands[0], result):
+    dest = instr.operands[0]
+    if dest.type.shape != result.type.shape:
+        return False
+    if not any(same_bytes(program, dest, r) for r in registers) and \
+            not all(_disjoint(program, dest, r) for r in registers):
         return False
     inputs = list(instr.inputs)
-    if not any(same_bytes(program, v, result) for v in inputs):
+    if not any(same_bytes(program, v, r) for v in inputs for r in registers):
         return False
     for value in inputs:
-        if same_bytes(program, value, result):
+        if any(same_bytes(program, value, r) for r in registers):
             continue
-        if value.type.elem is not ElemKind.FLOAT32 or not _disjoint(program, value, result):
+        if value.type.elem is not ElemKind.FLOAT32 or not all(_disjoint(program, value, r) for r in registers):
             return False
         if value.type.size != 1 and value.type.shape != result.type.shape:
             return False
     return True
 
 
+def epilogue_length(program: Any, result: Any, candidates: Sequence[tuple[int, Any]],
+                    dead_after: Callable[[Any, int], bool]) -> int:
+    """How many of `candidates` ((position, instruction) of the element-wise instructions right after
+    a float32 kernel writing `result`) the kernel applies as it stores: the longest run `_applies`
+    accepts after which every other tensor the run writes is dead (`dead_after(value, position)`),
+    so only the result is stored. A HardSwish (x / 6 + 0.5 clamped to [0, 1] in a second tensor,
+    then times x into the result) runs in the store this way, its second tensor never in memory."""
+    registers, length = [result], 0
+    for count, (position, instr) in enumerate(candidates, 1):
+        if not _applies(program, registers, instr):
+            break
+        dest = instr.operands[0]
+        if not any(same_bytes(program, dest, r) for r in registers):
+            registers.append(dest)
+        if all(dead_after(r, position) for r in registers[1:]):
+            length = count
+    return length
+
+
 def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
-    """The vector function applying `step.epilogue` to C (None without one)."""
+    """The vector function applying `step.epilogue` to C (None without one): the result and the
+    tensors the epilogue writes are vectors, the other sources loaded or splat."""
     if not step.epilogue:
         return None
     program = ctx.owner.program
     result = step.instrs[0].operands[0]
-    pointers = {id(v): ctx.address(v) for instr in step.epilogue for v in instr.inputs
-                if not same_bytes(program, v, result)}
+    written = [result]
+    for instr in step.epilogue:
+        if not any(same_bytes(program, instr.operands[0], v) for v in written):
+            written.append(instr.operands[0])
+
+    def held(value: Any) -> int | None:
+        return next((i for i, v in enumerate(written) if same_bytes(program, value, v)), None)
+
+    pointers = {id(v): ctx.address(v) for instr in step.epilogue for v in instr.inputs if held(v) is None}
 
     def apply(vector: ir.Value, at: ir.Value, count: int) -> ir.Value:
         builder, lanes = ctx.builder, vector.type.count
+        vectors: list[ir.Value | None] = [vector] + [None] * (len(written) - 1)
         for instr in step.epilogue:
             args = []
             for value in instr.inputs:
-                if same_bytes(program, value, result):
-                    args.append(vector)
+                index = held(value)
+                if index is not None:
+                    args.append(vectors[index])
                 elif value.type.size == 1:
                     args.append(splat(builder, builder.load(pointers[id(value)], typ=F32), lanes))
                 else:
                     args.append(load_vector(ctx, offset(builder, pointers[id(value)], at), lanes, count))
-            vector = SCALARS[instr.kind].scalar(ctx, instr, args)
-        return vector
+            vectors[held(instr.operands[0])] = SCALARS[instr.kind].scalar(ctx, instr, args)
+        return vectors[0]
     return apply
