@@ -46,7 +46,7 @@ from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
 from .tiling import (ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling,
-                     choose_tiling)
+                     choose_tiling, stacked_rows)
 
 
 @dataclass(frozen=True)
@@ -371,13 +371,17 @@ class GemmLayer:
         reserved = _reserved_spad(shape, requant.per_channel, epilogue, gate is not None)
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
         pitches = Pitches(source.pixel_stride, result.pixel_stride)
+        stackable = groups == 1 and gate is None \
+            and result.batch_stride == (1 if pool else shape.out_height) * result.row_stride \
+            and all(op.operand.batch_stride == shape.out_height * op.operand.row_stride
+                    for op in epilogue if isinstance(op, AddTensor))
         if diagonal:
             tiling = choose_grouped_tiling(shape, groups, config, reserved, adds, vector_passes(epilogue), pitches)
         else:
             tiling = choose_tiling(shape, config, reserved, extra_buffers=adds,
                                    vector_passes=vector_passes(epilogue) + (pool is not None), pitches=pitches,
                                    whole_image=pool is not None, reserved_acc=2 * shape.channels if gate else 0,
-                                   input_passes=int(gate is not None))
+                                   input_passes=int(gate is not None), batch=source.batch if stackable else 1)
         divisor = add_constant(np.int32(shape.out_height * shape.out_width).astype("<i4").tobytes()) \
             if pool == "avg" else 0
         sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
@@ -449,7 +453,8 @@ class GemmLayer:
     def steps(self) -> int:
         """How many steps (loads, then matrix work) the layer's tiles make."""
         s, t = self.shape, self.tiling
-        return self.source.batch * len(self.row_tiles()) * -(-s.out_channels // t.n) * -(-s.channels // t.c)
+        return (-(-self.source.batch // t.images) * len(self.row_tiles()) * -(-s.out_channels // t.n)
+                * -(-s.channels // t.c))
 
     def row_tiles(self) -> list[tuple[int, int]]:
         """(first, end) output rows of each row tile: the tiling's rows, except that with one weight block (no
@@ -496,7 +501,8 @@ class GemmLayer:
         gate_row = lut_base + LUT_BYTES * len(luts)  # a channel gate's s
         slot_base = gate_row + (align(s.channels) if self.gate else 0)
         in_bytes, w_bytes = t.input_bytes(s), t.weight_bytes(s)
-        out_bytes = align(t.rows * s.out_width * t.n)
+        out_bytes = align(t.images * t.rows * s.out_width * t.n)
+        acc_tile = t.array_rows(s) * s.out_width * t.n
         inputs = [slot_base + k * in_bytes for k in (0, 1)]
         weight_slots = [slot_base + 2 * in_bytes + k * w_bytes for k in (0, 1)]
         outputs = [slot_base + 2 * (in_bytes + w_bytes) + k * out_bytes for k in (0, 1)]
@@ -509,7 +515,7 @@ class GemmLayer:
         # every output channel's bias first, loaded once (no tile's load waits for the vector engine), and low in
         # the accumulator: REQUANT addresses it in 19 bits, and an accumulator may hold 2^20 words
         bias_row = 0
-        accs = [s.out_channels, s.out_channels + t.rows * s.out_width * t.n]
+        accs = [s.out_channels, s.out_channels + acc_tile]
         adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
         extra_base = outputs[1] + out_bytes
         operands = {id(op): [extra_base + (2 * a + k) * out_bytes for k in (0, 1)] for a, op in enumerate(adds)}
@@ -520,7 +526,7 @@ class GemmLayer:
             prologue += [config_load(0, 0, LUT_BYTES), load(constants + offset, "spad", sram, 1, 1)]
         prologue += [config_load(0, 0, 4 * s.out_channels),
                      load(constants + self.bias, "acc", bias_row, 1, 1)]
-        divisor_row = accs[1] + t.rows * s.out_width * t.n
+        divisor_row = accs[1] + acc_tile
         if self.pool == "avg":  # the pixel count in every column of a tile's channels, after the two tiles
             prologue += [config_load(0, 0, 4), load(constants + self.divisor, "acc", divisor_row, 1, t.n)]
         gates = divisor_row + (t.n if self.pool == "avg" else 0)  # a channel gate's rows: g, then -z_x * g
@@ -533,9 +539,11 @@ class GemmLayer:
         """the weight block each weight slot holds: a step whose block the step two back loaded reads it there"""
         single = len(self.weights) == 1 and stationary
         config = None
-        for b in range(self.source.batch):
+        for b in range(0, self.source.batch, t.images):
+            images = min(t.images, self.source.batch - b)  # stacked in the tile (Tiling.images)
             for oy0, oy1 in self.row_tiles():
-                pixels = (oy1 - oy0) * s.out_width
+                pixels = images * (oy1 - oy0) * s.out_width
+                computed = stacked_rows(s, oy1 - oy0, images) * s.out_width
                 row_tile += 1
                 for n0 in range(0, s.out_channels, t.n):
                     n = min(t.n, s.out_channels - n0)
@@ -546,8 +554,10 @@ class GemmLayer:
                             continue
                         c = min(t.c, s.channels - c0)
                         ins, wgt = inputs[row_tile % 2 if stationary else g % 2], weight_slots[g % 2]
+                        dram = source + b * self.source.batch_stride + c0
                         image = [] if stationary and n0 > 0 else input_loads(
-                            s, self.source, self.x_zero, source + b * self.source.batch_stride + c0, oy0, oy1, c, ins)
+                            s, self.source, self.x_zero, dram, oy0, oy1, c, ins) if images == 1 else stacked_loads(
+                            s, self.source, self.x_zero, dram, images, c, ins)
                         shared, loads = (image, []) if several else ([], image)
                         prepare = self.gate.apply(ins, pixels, c, gates + c0, gates + s.channels + c0) \
                             if self.gate and image else []
@@ -575,8 +585,8 @@ class GemmLayer:
                                               groups=groups, interleave=int(self.packing.interleave),
                                               acc_mode=int(bool(steps)))
                         else:
-                            dataflow = best_dataflow(pixels, k, n, self.config)
-                            product = MATMUL(inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n,
+                            dataflow = best_dataflow(computed, k, n, self.config)
+                            product = MATMUL(inp=ins, wgt=wgt, acc=accs[slot], rows=computed, k=k, n=n,
                                              acc_mode=int(bool(steps)))
                         config = CONFIG_MATMUL(
                             dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c // groups,
@@ -591,18 +601,22 @@ class GemmLayer:
                         residuals += [CONFIG_LOAD(row_stride=x.row_stride, plane_stride=0,
                                                   col_stride=x.pixel_stride, elem_bytes=n),
                                       load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + n0,
-                                           "spad", operands[id(op)][slot], oy1 - oy0, s.out_width)]
+                                           "spad", operands[id(op)][slot], images * (oy1 - oy0), s.out_width)]
                     vector, rest = requant_specs(self._config_requant(n0, bias_row + n0), outputs[slot], accs[slot],
-                                                 pixels, n, self.epilogue, luts)
+                                                 pixels, n, self.epilogue, luts, images,
+                                                 s.stack_period() // s.stride[0] * s.out_width)
                     for op in rest:
                         vector += epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
                                                   operands.get(id(op), [0, 0])[slot], luts)
                     r = self.result
-                    if self.pool:  # the tile holds the whole image: reduce it to one row, stored in its channels
-                        vector += whole_image_pool(self.pool, outputs[slot], accs[slot], divisor_row, pixels, n)
-                        rows, width = 1, 1  # (not oy1: the row tile's next output-channel tile still reads it)
+                    if self.pool:  # the tile holds whole images: reduce each to one row, stored in its channels
+                        each = pixels // images  # image i's row lands in image 0's pixels, which are pooled first
+                        for i in range(images):
+                            vector += whole_image_pool(self.pool, outputs[slot] + i * each * n, accs[slot],
+                                                       divisor_row, each, n, outputs[slot] + i * n)
+                        rows, width = images, 1  # (not oy1: the row tile's next output-channel tile still reads it)
                     else:
-                        rows, width = oy1 - oy0, s.out_width
+                        rows, width = images * (oy1 - oy0), s.out_width
                     stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0,
                                            col_stride=r.pixel_stride, elem_bytes=n),
                               STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
@@ -643,27 +657,34 @@ def merged_view(shape: ConvShape, source: Image, result: Image, epilogue: Sequen
     return replace(shape, height=rows, out_height=rows), one(source), one(result), merged
 
 
-def whole_image_pool(op: str, out: int, acc: int, divisor: int, pixels: int, n: int) -> list[Op]:
-    """A tile's `pixels` x `n` int8 result at `out` pooled over its pixels into n int8 values at `out`, through
+def whole_image_pool(op: str, out: int, acc: int, divisor: int, pixels: int, n: int, dst: int | None = None
+                     ) -> list[Op]:
+    """A tile's `pixels` x `n` int8 result at `out` pooled over its pixels into n int8 values at `dst` (default
+    `out`), through
     the tile's accumulator at `acc` (free once REQUANT has read it): REDUCE, then for an average VDIV by the pixel
     count (the row at `divisor`), rounding half to even as AveragePool does (globalpool.py), for a maximum VADDI 0
     back to int8."""
+    dst = out if dst is None else dst
     fold = REDUCE(op="sum" if op == "avg" else "max", accumulate=0, dst=acc, src_space="spad", src=out, rows=pixels,
                   cols=n)
     if op == "avg":
-        return [fold, VDIV(dst_space="spad", dst=out, src1_space="acc", src1=acc, src2_space="acc", src2=divisor,
+        return [fold, VDIV(dst_space="spad", dst=dst, src1_space="acc", src1=acc, src2_space="acc", src2=divisor,
                            rows=1, cols=n, bcast=1, shift=0)]
-    return [fold, VADDI(dst_space="spad", dst=out, src_space="acc", src=acc, count=n, imm=0)]
+    return [fold, VADDI(dst_space="spad", dst=dst, src_space="acc", src=acc, count=n, imm=0)]
 
 
 def requant_specs(config: Op, out: int, acc: int, pixels: int, n: int, epilogue: Sequence[EpilogueOp],
-                  luts: dict[int, int]) -> tuple[list[Op], Sequence[EpilogueOp]]:
+                  luts: dict[int, int], images: int = 1, period: int = 0) -> tuple[list[Op], Sequence[EpilogueOp]]:
     """A tile's requantization of its `pixels` x `n` accumulators at `acc` into int8 at `out` under `config`, and
-    the epilogue steps left after it: a leading table (an activation) rides with it, one REQUANT_LUT pass."""
+    the epilogue steps left after it: a leading table (an activation) rides with it, one REQUANT_LUT pass. With
+    `images` stacked images, the accumulator holds each image's pixels `period` pixels after the one before (the
+    rows between are the array's discards): one pass per image, into its place in the dense int8 result."""
+    each = pixels // images
+    spans = [(out + i * each * n, acc + i * period * n) for i in range(images)]
     if epilogue and isinstance(epilogue[0], Lut8):
-        return [config, LUT_LOAD(src=luts[id(epilogue[0])]), REQUANT_LUT(dst=out, src=acc, rows=pixels, cols=n)], \
-            epilogue[1:]
-    return [config, REQUANT(dst=out, src=acc, rows=pixels, cols=n)], epilogue
+        return [config, LUT_LOAD(src=luts[id(epilogue[0])])] + [
+            REQUANT_LUT(dst=dst, src=src, rows=each, cols=n) for dst, src in spans], epilogue[1:]
+    return [config] + [REQUANT(dst=dst, src=src, rows=each, cols=n) for dst, src in spans], epilogue
 
 
 def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, operand: int,
@@ -701,6 +722,25 @@ def input_loads(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, oy1:
             CONFIG_PAD(**pad),
             load(dram + y0 * src.row_stride, "spad", sram, y1 - y0 + 1, s.width),
             CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
+
+
+def stacked_loads(s: ConvShape, src: Image, x_zero: int, dram: int, images: int, c: int, sram: int) -> list[Op]:
+    """Load `images` consecutive images (c channels at `dram`) one above another at `sram`, each with the zero
+    point's padding above and below it that makes it one period of the stack (ConvShape.stack_period): one
+    LOAD of a plane per image, and one more for the last image when its window reaches below the period."""
+    period = s.stack_period()
+    bottom = s.in_rows(s.out_height) - s.pads[0] - s.height
+    whole = images if bottom <= period - s.pads[0] - s.height else images - 1
+    ops = [CONFIG_LOAD(row_stride=src.row_stride, plane_stride=src.batch_stride, col_stride=src.pixel_stride,
+                       elem_bytes=c)]
+    pads = dict(pad_left=s.pads[1], pad_right=s.pads[3], pad_value=x_zero)
+    ops += [CONFIG_PAD(pad_top=s.pads[0], pad_bottom=period - s.pads[0] - s.height, **pads),
+            LOAD(dram=dram, space="spad", sram=sram, planes=whole, rows=s.height, cols=s.width)]
+    if whole < images:
+        ops += [CONFIG_PAD(pad_top=s.pads[0], pad_bottom=bottom, **pads),
+                LOAD(dram=dram + whole * src.batch_stride, space="spad", sram=sram + whole * period * s.padded_width * c,
+                     planes=1, rows=s.height, cols=s.width)]
+    return ops + [CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
 
 
 def best_dataflow(pixels: int, k: int, n: int, config: ArchConfig) -> str:

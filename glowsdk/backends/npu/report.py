@@ -54,7 +54,8 @@ def _decision(body: Any, batch: int) -> tuple[str, int, int | None, float | None
     if isinstance(body, GemmLayer):
         s, t = body.shape, body.tiling
         tiles = (f"{-(-s.out_height // t.rows)}x{-(-s.out_channels // t.n)}x{-(-s.channels // t.c)} tiles")
-        decision = (f"tile {t.rows}x{s.out_width} px, {t.n} out-ch, {t.c} in-ch ({tiles}){_epilogue(body)}")
+        stacked = f"{t.images} images x " if t.images > 1 else ""
+        decision = (f"tile {stacked}{t.rows}x{s.out_width} px, {t.n} out-ch, {t.c} in-ch ({tiles}){_epilogue(body)}")
         return decision, t.spad_bytes(s), t.traffic * batch, t.cycles * batch
     return type(body).__name__.replace("Layer", "").lower(), 0, None, None
 

@@ -5,7 +5,9 @@ channels) is tiled over output rows (`rows`), output channels (`n`) and input ch
 reduction, accumulated in place); when `c` is every input channel, a row tile's input is loaded once
 and every output-channel tile of that row tile reads it. Every candidate keeps two of each scratchpad buffer (input image
 rows with their halo, weight block, int8 result, residual operands) and two accumulator tiles, for
-double buffering, next to the bias of every output channel.
+double buffering, next to the bias of every output channel. Small images of a batch may be stacked, whole,
+several to a tile (`Tiling.images`): the array computes them as one tall image, so their pixels fill its folds,
+and discards the output rows whose windows span two images.
 
 The cost model (`estimate`) follows the pipeline the layer runs (pipeline.py) and the datasheet's
 timing: the array's cycles (each step's MATMUL by the closed form, in the better dataflow), the
@@ -60,6 +62,13 @@ class ConvShape:
     def padded_width(self) -> int:
         return self.pads[1] + self.width + self.pads[3]
 
+    def stack_period(self) -> int:
+        """Input rows per image when a tile stacks whole images one above another (`Tiling.images`): the image
+        with its top padding, and below it padding enough that no output row's window reaches the next image's
+        rows, rounded up to the stride so that each image's output rows start on a whole output row."""
+        rows = max(self.pads[0] + self.height, self.in_rows(self.out_height) - self.pads[0])
+        return -(-rows // self.stride[0]) * self.stride[0]
+
 
 @dataclass(frozen=True)
 class Tiling:
@@ -74,21 +83,43 @@ class Tiling:
     """int8 operand tiles (an epilogue's residual inputs) kept next to the result tile"""
     packed: int = 1
     """the groups of a GMATMUL step, whose weight block holds each group's input channels only"""
+    images: int = 1
+    """batch images per tile, stacked one above another (`rows` is then every output row): the array computes
+    them as one tall image, so a small image's pixels fill the array's folds, and discards the output rows
+    between images"""
 
     def spad_bytes(self, shape: ConvShape) -> int:
-        out = align(self.rows * shape.out_width * self.n)
+        out = align(self.images * self.rows * shape.out_width * self.n)
         return 2 * (self.input_bytes(shape) + self.weight_bytes(shape)) + 2 * (1 + self.extra) * out
 
+    def input_rows(self, shape: ConvShape) -> int:
+        """Rows of a tile's input image: its output rows' window, or the stacked images' periods."""
+        if self.images == 1:
+            return shape.in_rows(self.rows)
+        period = shape.stack_period()
+        return (self.images - 1) * period + max(period, shape.in_rows(shape.out_height))
+
+    def array_rows(self, shape: ConvShape) -> int:
+        """Output rows the array computes per tile: stacked images' rows and the discarded rows between them."""
+        return stacked_rows(shape, self.rows, self.images)
+
     def input_bytes(self, shape: ConvShape) -> int:
-        return align(shape.in_rows(self.rows) * shape.padded_width * self.c)
+        return align(self.input_rows(shape) * shape.padded_width * self.c)
 
     def weight_bytes(self, shape: ConvShape) -> int:
         return align(shape.kh * shape.kw * self.c * self.n // self.packed)
 
     def describe(self, shape: ConvShape) -> str:
-        return (f"tile {self.rows}x{shape.out_width} px x {self.n} out-ch x {self.c} in-ch, "
+        stacked = f"{self.images} images x " if self.images > 1 else ""
+        return (f"tile {stacked}{self.rows}x{shape.out_width} px x {self.n} out-ch x {self.c} in-ch, "
                 f"{-(-shape.out_height // self.rows)}x{-(-shape.out_channels // self.n)}x"
                 f"{-(-shape.channels // self.c)} tiles, {self.traffic} DRAM bytes, ~{self.cycles:.0f} cycles")
+
+
+def stacked_rows(shape: ConvShape, rows: int, images: int) -> int:
+    """Output rows the array computes for `images` stacked images of `rows` (every) output rows each, or for one
+    tile of `rows` rows: the images' own and, between each two, the rows whose windows span both (discarded)."""
+    return (images - 1) * (shape.stack_period() // shape.stride[0]) + rows
 
 
 def _candidates(total: int, unit: int) -> list[int]:
@@ -104,13 +135,14 @@ def _candidates(total: int, unit: int) -> list[int]:
 
 def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extra_buffers: int = 0,
                   vector_passes: int = 1, pitches: Pitches | None = None, whole_image: bool = False,
-                  reserved_acc: int = 0, input_passes: int = 0) -> Tiling:
+                  reserved_acc: int = 0, input_passes: int = 0, batch: int = 1) -> Tiling:
     """The cheapest tiling that fits; UnsupportedError if none does. `extra_buffers` int8 tiles of the
     result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each, and
     `input_passes` over each input tile before the array reads it (a channel gate); `reserved_acc` accumulator
     words are the layer's own (the gate's rows). With `whole_image`, every tile holds all the output rows (a
     global pool reduces each tile to one row), and one more accumulator row of the tile's channels is kept (the
-    pool's divisor)."""
+    pool's divisor). With `batch` > 1 the layer's images may also be stacked, several to a tile
+    (`Tiling.images`), and every candidate is costed over the whole batch."""
     spad = config.scratchpad_bytes - reserved_spad
     acc_words = config.accumulator_bytes // 4 - reserved_acc
     best: Tiling | None = None
@@ -118,13 +150,19 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
         for c in _candidates(shape.channels, config.array_rows):
             if shape.kh * shape.kw * c > MAX_K:
                 continue
-            rows = _largest_rows(shape, n, c, spad, acc_words - (n if whole_image else 0), extra_buffers)
+            words = acc_words - (n if whole_image else 0)
+            rows = _largest_rows(shape, n, c, spad, words, extra_buffers)
             if rows == 0 or whole_image and rows < shape.out_height:
                 continue
-            traffic, cycles = estimate(shape, rows, n, c, config, extra_buffers, vector_passes, pitches,
-                                       input_passes)
-            if best is None or cycles < best.cycles:
-                best = Tiling(rows, n, c, traffic, cycles, extra_buffers)
+            for images in range(1, (batch if rows == shape.out_height else 1) + 1):
+                tiling = Tiling(shape.out_height if images > 1 else rows, n, c, 0, 0.0, extra_buffers,
+                                images=images)
+                if images > 1 and not _fits(shape, tiling, spad, words):
+                    break
+                traffic, cycles = estimate(shape, tiling.rows, n, c, config, extra_buffers, vector_passes, pitches,
+                                           input_passes, images=images, batch=batch)
+                if best is None or cycles < best.cycles:
+                    best = replace(tiling, traffic=traffic, cycles=cycles)
     if best is None:
         raise UnsupportedError(f"a {shape.kh}x{shape.kw} convolution of {shape.channels} channels on "
                                f"{shape.width}-pixel rows does not fit the scratchpad ({config.scratchpad_bytes} B)")
@@ -253,12 +291,26 @@ def _image_runs(rows: int, width: int, c: int, pitch: int, offset: int) -> tuple
     return (rows, width * c, width * c) if c == pitch else (rows * width, c, math.gcd(pitch, offset))
 
 
+def _row_groups(shape: ConvShape, rows: int, images: int, batch: int) -> list[tuple[int, int, int, int, int]]:
+    """Each kind of row tile over `batch` images: (how many, output rows stored, pixels the array computes,
+    input rows loaded, input transfers). Stacked images are loaded by one transfer, the last one by a second
+    when its window reaches below the period."""
+    s = shape
+    if images == 1:
+        return [(count * batch, size, size * s.out_width, min(s.in_rows(size), s.height), 1)
+                for size, count in _split(s.out_height, rows)]
+    last = 1 + (s.in_rows(s.out_height) > s.stack_period())
+    return [(count, k * s.out_height, stacked_rows(s, s.out_height, k) * s.out_width, k * s.height,
+             last if k > 1 else 1) for k, count in _split(batch, images)]
+
+
 def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, extra: int = 0,
              vector_passes: int = 1, pitches: Pitches | None = None, input_passes: int = 0,
-             packed: int = 1) -> tuple[int, float]:
-    """(DRAM bytes, cycles) of one image's tiles of `rows` x `n` x `c` (see the module docstring); the vector
-    engine makes `input_passes` over each input tile loaded, between its load and the array. With `packed`
-    groups, each step is a GMATMUL of that many groups (a group's K and N are those of the step over the groups)."""
+             packed: int = 1, images: int = 1, batch: int = 1) -> tuple[int, float]:
+    """(DRAM bytes, cycles) per image of `batch` images' tiles of `rows` x `n` x `c`, `images` stacked to a tile
+    (see the module docstring); the vector engine makes `input_passes` over each input tile loaded, between its
+    load and the array. With `packed` groups, each step is a GMATMUL of that many groups (a group's K and N are
+    those of the step over the groups)."""
     s = shape
     pitches = pitches or Pitches(s.channels, s.out_channels)
     bias = _runs(1, 4 * s.out_channels, 0, config)
@@ -275,7 +327,7 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
     """every input channel in one step: a row tile loads its input once for all its output-channel tiles"""
     fetches_left = 2 if stationary and n >= s.out_channels else None
     """one weight block for every step: loaded once into each of the two weight slots (gemm.GemmLayer.tiles)"""
-    for row_size, row_count in _split(s.out_height, rows):
+    for row_count, row_size, computed, in_rows, transfers in _row_groups(s, rows, images, batch):
         pixels = row_size * s.out_width
         for j, (n_size, n_count) in enumerate(_split(s.out_channels, n)):
             tiles = row_count * n_count
@@ -290,7 +342,6 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
             vector += tiles * tile_vector
             for c_size, c_count in _split(s.channels, c):
                 k = s.kh * s.kw * c_size // packed
-                in_rows = min(s.in_rows(row_size), s.height)
                 image, weights = (_runs(*_image_runs(in_rows, s.width, c_size, pitches.input, c), config),
                                   _runs(1, k * n_size, 0, config))
                 step_loads = _transfer_cycles(*image, config) + _transfer_cycles(*weights, config)
@@ -298,9 +349,9 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
                 fetches = tiles * c_count if fetches_left is None else min(tiles * c_count, fetches_left)
                 if fetches_left is not None:
                     fetches_left -= fetches
-                loads += (reads + fetches) * latency
-                mm = min(matmul_cycles(pixels, k, n_size, flow, config) if packed == 1 else
-                         grouped_matmul_cycles(pixels, k, n_size // packed, packed, flow, config)
+                loads += (reads * transfers + fetches) * latency
+                mm = min(matmul_cycles(computed, k, n_size, flow, config) if packed == 1 else
+                         grouped_matmul_cycles(computed, k, n_size // packed, packed, flow, config)
                          for flow in ("ws", "os"))
                 prepare = input_passes * vector_cycles(in_rows * s.width * c_size, config)
                 vector += reads * prepare
@@ -318,7 +369,7 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
     dram = max(loads + bus, stores, held / config.dram_max_outstanding)
     streams = max(dram + last_mm + last_tail, first_load + array + last_tail,
                   first_load + first_mm + vector - tile_vector + last_tail)
-    return traffic, streams + STEP_OVERHEAD_CYCLES * steps
+    return traffic // batch, (streams + STEP_OVERHEAD_CYCLES * steps) / batch
 
 
 def _split(total: int, size: int) -> list[tuple[int, int]]:
@@ -347,13 +398,15 @@ def _largest_rows(shape: ConvShape, n: int, c: int, spad: int, acc_words: int, e
     lo, hi = 1, shape.out_height
     while lo <= hi:
         rows = (lo + hi) // 2
-        tiling = Tiling(rows, n, c, 0, 0.0, extra, packed)
-        pixels = rows * shape.out_width
-        fits = (tiling.spad_bytes(shape) <= spad and 2 * pixels * n + shape.out_channels <= acc_words
-                and pixels <= MAX_ROWS
-                and shape.in_rows(rows) <= 65535)
-        if fits:
+        if _fits(shape, Tiling(rows, n, c, 0, 0.0, extra, packed), spad, acc_words):
             best, lo = rows, rows + 1
         else:
             hi = rows - 1
     return best
+
+
+def _fits(shape: ConvShape, tiling: Tiling, spad: int, acc_words: int) -> bool:
+    """Whether a tiling's buffers fit both SRAMs twice over, next to the bias row of every output channel."""
+    pixels = tiling.array_rows(shape) * shape.out_width
+    return (tiling.spad_bytes(shape) <= spad and 2 * pixels * tiling.n + shape.out_channels <= acc_words
+            and pixels <= MAX_ROWS and tiling.input_rows(shape) <= 65535)
