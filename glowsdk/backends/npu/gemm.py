@@ -592,8 +592,15 @@ class GemmLayer:
                             dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c // groups,
                             kw=s.kw, stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0],
                             dil_w=s.dilation[1], row_pitch=s.padded_width * c, pixel_pitch=c)
-                        steps.append(Step(loads, [config, product], matrix_wait=early, prepare=prepare,
-                                          shared=shared))
+                        chunks = stream_rows(s, oy1 - oy0, self.config) if g == 0 and images == 1 and \
+                            dataflow == "os" and not self.packing and not prepare else []
+                        if len(chunks) > 1:  # the layer's first step: the array starts on its first rows
+                            steps.append(streamed_step(s, self.source, self.x_zero, dram, oy0, c, ins, chunks,
+                                                       loads if several else loads[4:], product, config, early,
+                                                       several))
+                        else:
+                            steps.append(Step(loads, [config, product], matrix_wait=early, prepare=prepare,
+                                              shared=shared))
                         g += 1
                     residuals: list[Op] = []  # read by the vector engine only: the array does not wait for them
                     for op in adds:
@@ -722,6 +729,63 @@ def input_loads(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, oy1:
             CONFIG_PAD(**pad),
             load(dram + y0 * src.row_stride, "spad", sram, y1 - y0 + 1, s.width),
             CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
+
+
+def stream_rows(s: ConvShape, rows: int, config: ArchConfig) -> list[tuple[int, int]]:
+    """Output rows [a, b) of a tile of `rows` rows cut into chunks for a streamed first step (Step.parts): each the
+    fewest whole rows from where the last ended that fill at least one output-stationary fold (the array's rows of
+    pixels), so long as the tile's folds stay as many as the uncut tile's; the rest is the last chunk."""
+    fold = config.array_rows
+    chunks, a = [], 0
+    while a < rows:
+        folds = -(-(rows - a) * s.out_width // fold)
+        b = next((b for b in range(a + 1, rows) if (b - a) * s.out_width >= fold and
+                  -(-(b - a) * s.out_width // fold) + -(-(rows - b) * s.out_width // fold) == folds), rows)
+        chunks.append((a, b))
+        a = b
+    return chunks
+
+
+def streamed_step(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, c: int, sram: int,
+                  chunks: list[tuple[int, int]], weights: list[Op], product: Op, config: Op,
+                  early: tuple[int, int] | None, shared: bool) -> Step:
+    """A tile's first step with its input loaded in row chunks (after the first, its weight block), each chunk's
+    rows computed by a MATMUL of their own that waits only for the loads up to it: the array starts once the first
+    chunk is in. A chunk whose window adds no image row (padding only) joins the one before. With `shared`, the
+    input is the row tile's that later steps read too (Step.shared)."""
+    pitch, first = s.padded_width * c, oy0 * s.stride[0] - s.pads[0]
+    loads: list[Op] = []
+    parts: list[int] = []
+    products: list[Op] = []
+    top = pad = 0
+    for a, b in chunks:
+        bottom = s.in_rows(b)  # padded input rows [top, bottom) of the tile are this chunk's to load
+        lo, hi = first + top, first + bottom - 1
+        y0, y1 = max(lo, 0), min(hi, s.height - 1)
+        rows = MATMUL(inp=sram + a * s.stride[0] * pitch, wgt=product.fields["wgt"],
+                      acc=product.fields["acc"] + a * s.out_width * product.fields["n"],
+                      rows=(b - a) * s.out_width, k=product.fields["k"], n=product.fields["n"], acc_mode=0)
+        if y1 < y0:  # padding only: computed by the chunk before's product, which waits for it
+            products[-1] = replace(products[-1], fields={**products[-1].fields,
+                                                        "rows": products[-1].fields["rows"] + rows.fields["rows"]})
+            loads[pad] = replace(loads[pad], fields={**loads[pad].fields,
+                                                     "pad_bottom": loads[pad].fields["pad_bottom"] + bottom - top})
+            top = bottom
+            continue
+        pad = len(loads) + 1
+        loads += [CONFIG_LOAD(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride, elem_bytes=c),
+                  CONFIG_PAD(pad_top=y0 - lo, pad_bottom=hi - y1, pad_left=s.pads[1], pad_right=s.pads[3],
+                             pad_value=x_zero),
+                  load(dram + y0 * src.row_stride, "spad", sram + top * pitch, y1 - y0 + 1, s.width)]
+        parts.append(1)
+        products.append(rows)
+        if len(products) == 1 and weights:
+            loads += [CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0), *weights]
+            parts[0] += sum(op.mnemonic == "LOAD" for op in weights)
+        top = bottom
+    loads.append(CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0))
+    return Step([] if shared else loads, [config, *products], matrix_wait=early, shared=loads if shared else [],
+                parts=tuple(parts))
 
 
 def stacked_loads(s: ConvShape, src: Image, x_zero: int, dram: int, images: int, c: int, sram: int) -> list[Op]:

@@ -60,6 +60,10 @@ class Step:
     the one two back rather than for the matrix work two steps back, and overlap every step in between"""
     releases: bool = False
     """the last step that reads the latest `shared` buffer"""
+    parts: tuple[int, ...] = ()
+    """when the matrix work is several products, each reading only what the loads before it brought (a layer's
+    first step, streamed: the array starts on the first rows while the rest load), the transfers each product
+    waits for, in order (their sum is the step's); empty: the first product waits for them all"""
 
 
 @dataclass
@@ -107,15 +111,23 @@ def _signal_each(em: Emitter, specs: list[Op], sem: int, wait: tuple[int, int] |
 
 
 def _matmuls(em: Emitter, specs: list[Op], loaded: tuple[int, int], free: tuple[int, int] | None,
-             acc_free: tuple[int, int] | None = None) -> None:
-    """Emit one step's matrix work: the first MATMUL waits for its loads, the last frees the slot. A step that
-    loads nothing into the accumulator waits `acc_free` on its leading CONFIG_MATMUL instead (as the first step of
-    a layer whose weights the layer before loaded waits PREFETCH: Step.matrix_wait)."""
-    first, _ = _emit(em, specs, loaded, free, pick=lambda op: op.mnemonic in PRODUCTS)
+             acc_free: tuple[int, int] | None = None, parts: tuple[int, ...] = ()) -> None:
+    """Emit one step's matrix work: the first product waits for its loads (or each product for its `parts` of
+    them: Step.parts), the last frees the slot. A step that loads nothing into the accumulator waits `acc_free` on
+    its leading CONFIG_MATMUL instead (as the first step of a layer whose weights the layer before loaded waits
+    PREFETCH: Step.matrix_wait)."""
+    indices = [em.emit(op) for op in specs]
+    products = [i for i, op in zip(indices, specs) if op.mnemonic in PRODUCTS]
+    waits = parts or (loaded[1],)
+    if len(waits) > len(products) or sum(waits) != loaded[1]:
+        raise AssertionError("a step's parts wait for its loads, one count per product")
+    for index, count in zip(products, waits):
+        em.set_sync(index, wait=(loaded[0], count))
+    em.set_sync(products[-1], signal=free)
     if acc_free:
         if specs[0].mnemonic != "CONFIG_MATMUL":
             raise AssertionError("a step with no accumulator load starts with CONFIG_MATMUL")
-        em.set_sync(first - specs.index(next(op for op in specs if op.mnemonic in PRODUCTS)), wait=acc_free)
+        em.set_sync(indices[0], wait=acc_free)
 
 
 def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_config: Op | None = None,
@@ -173,7 +185,7 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
                     _emit(em, step.prepare, ready, (PREPARED + s, 1), pick=lambda op: not op.is_config)
                     ready = (PREPARED + s, 1)
                 _matmuls(em, step.matmuls, ready, (MFREE + s, 1) if g + 2 < total_steps else None,
-                         (None if acc_load else acc_wait) or step.matrix_wait)
+                         (None if acc_load else acc_wait) or step.matrix_wait, step.parts)
                 if step.releases and buffer + 2 < buffers:  # the configuration again, carrying the release
                     em.emit(step.matmuls[0], Sync(signal=IFREE + buffer % 2, signal_count=1))
             elif step.vector:  # a reduction step: its vector work frees the slot for step g + 2
