@@ -3,8 +3,9 @@
 The first step of a layer waits for its whole input tile before the array starts, and nothing overlaps that
 wait (the layer before has finished). When the step runs output-stationary, cutting its MATMUL at whole output
 rows that fill the array's folds costs no fold, so the first chunk's rows start while the rest load
-(`gemm.stream_rows`, `gemm.streamed_step`, `Step.parts`). Each case is bit-exact with the reference evaluator
-in the simulator's checked mode (`assert_bit_exact`), and its first layer streams.
+(`gemm.stream_rows`, `gemm.streamed_step`, `Step.parts`); weight-stationary, a cut costs each fold's fill and
+drain once more, and the step is cut where the wait saved is the larger. Each case is bit-exact with the
+reference evaluator in the simulator's checked mode (`assert_bit_exact`), and its first layer streams.
 """
 from __future__ import annotations
 
@@ -43,8 +44,17 @@ def test_stream_rows_keep_the_folds():
     fold = PRESETS["server"].array_rows
     for rows, width in [(14, 14), (51, 7), (18, 28), (5, 64), (3, 7)]:
         s = ConvShape(8, rows, width, 8, rows, width)
-        chunks = stream_rows(s, rows, PRESETS["server"])
+        chunks = stream_rows(s, rows, 8, 8, "os", PRESETS["server"])
         assert chunks[0][0] == 0 and chunks[-1][1] == rows
         assert all(a < b for a, b in chunks) and all(x[1] == y[0] for x, y in zip(chunks, chunks[1:]))
         assert sum(-(-(b - a) * width // fold) for a, b in chunks) == -(-rows * width // fold)
         assert all((b - a) * width >= fold for a, b in chunks[:-1])
+
+
+def test_weight_stationary_cuts_only_where_the_wait_saved_pays():
+    """A deep input loads long enough to pay for one more fill of the folds; a shallow short one does not."""
+    server = PRESETS["server"]
+    deep = ConvShape(512, 36, 28, 64, 36, 28)
+    assert len(stream_rows(deep, 36, 512, 64, "ws", server)) > 1
+    shallow = ConvShape(64, 4, 56, 256, 4, 56)
+    assert stream_rows(shallow, 4, 64, 256, "ws", server) == [(0, 4)]

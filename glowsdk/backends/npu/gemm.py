@@ -592,8 +592,8 @@ class GemmLayer:
                             dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c // groups,
                             kw=s.kw, stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0],
                             dil_w=s.dilation[1], row_pitch=s.padded_width * c, pixel_pitch=c)
-                        chunks = stream_rows(s, oy1 - oy0, self.config) if g == 0 and images == 1 and \
-                            dataflow == "os" and not self.packing and not prepare else []
+                        chunks = stream_rows(s, oy1 - oy0, c, n, dataflow, self.config) \
+                            if g == 0 and images == 1 and not self.packing and not prepare else []
                         if len(chunks) > 1:  # the layer's first step: the array starts on its first rows
                             steps.append(streamed_step(s, self.source, self.x_zero, dram, oy0, c, ins, chunks,
                                                        loads if several else loads[4:], product, config, early,
@@ -731,10 +731,19 @@ def input_loads(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, oy1:
             CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
 
 
-def stream_rows(s: ConvShape, rows: int, config: ArchConfig) -> list[tuple[int, int]]:
-    """Output rows [a, b) of a tile of `rows` rows cut into chunks for a streamed first step (Step.parts): each the
-    fewest whole rows from where the last ended that fill at least one output-stationary fold (the array's rows of
-    pixels), so long as the tile's folds stay as many as the uncut tile's; the rest is the last chunk."""
+def stream_rows(s: ConvShape, rows: int, c: int, n: int, dataflow: str, config: ArchConfig) -> list[tuple[int, int]]:
+    """Output rows [a, b) of a tile of `rows` rows (`c` input and `n` output channels) cut into chunks for a
+    streamed first step (Step.parts). Output-stationary: each the fewest whole rows from where the last ended that
+    fill at least one fold (the array's rows of pixels), so long as the tile's folds stay as many as the uncut
+    tile's; the rest is the last chunk. Weight-stationary, every chunk streams its pixels through every fold
+    again, a fold's fill and drain more per chunk: as many equal chunks as the wait they save (the input load but
+    the first chunk's) exceeds that cost by most, one (no cut) when no count pays."""
+    if dataflow == "ws":
+        r, cols = config.array_rows, config.array_cols
+        fill = -(-s.kh * s.kw * c // r) * -(-n // cols) * (2 * r + cols - 2)
+        load = s.in_rows(rows) * s.padded_width * c / config.dram_bytes_per_cycle
+        parts = max(range(1, min(rows, 8) + 1), key=lambda m: load * (1 - 1 / m) - (m - 1) * fill)
+        return [(rows * i // parts, rows * (i + 1) // parts) for i in range(parts)]
     fold = config.array_rows
     chunks, a = [], 0
     while a < rows:
@@ -802,8 +811,8 @@ def stacked_loads(s: ConvShape, src: Image, x_zero: int, dram: int, images: int,
             LOAD(dram=dram, space="spad", sram=sram, planes=whole, rows=s.height, cols=s.width)]
     if whole < images:
         ops += [CONFIG_PAD(pad_top=s.pads[0], pad_bottom=bottom, **pads),
-                LOAD(dram=dram + whole * src.batch_stride, space="spad", sram=sram + whole * period * s.padded_width * c,
-                     planes=1, rows=s.height, cols=s.width)]
+                LOAD(dram=dram + whole * src.batch_stride, space="spad",
+                     sram=sram + whole * period * s.padded_width * c, planes=1, rows=s.height, cols=s.width)]
     return ops + [CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
 
 
