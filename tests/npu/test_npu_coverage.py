@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import glowsdk
-from glowsdk.backends.npu.gemm import GemmLayer
+from glowsdk.backends.npu.gemm import AddTensor, GemmLayer
 from glowsdk.errors import UnsupportedOpsError
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
@@ -123,6 +123,19 @@ def test_channel_gate_in_the_projection_tiles(c, oc, tmp_path):
     steps = [step for tile in tiles for step in tile.steps]
     assert len(tiles) > 4 and sum(bool(step.prepare) for step in steps) > 4
     assert all(step.prepare[-1].mnemonic == "REQUANT_MUL" for step in steps if step.prepare)
+
+
+@pytest.mark.parametrize("config,per_channel", [("edge", True), ("server", False)])
+def test_channel_gate_in_a_projection_with_a_residual(config, per_channel):
+    """EfficientNet's block end: the gated projection's epilogue adds the block's input (a residual operand loaded
+    beside the gated input tiles), per-channel requantization of the projection beside the gate's per-tensor one."""
+    b = NetBuilder((1, 3, 12, 12))
+    x = b.conv("x", 3, 24, 1, 0)
+    projection = b.conv(_squeeze_excitation(b, x, 24, "HardSigmoid"), 24, 24, 1, 0, relu=False)
+    npu = assert_bit_exact(b.network(b.conv(b.node("Add", [projection, x]), 24, 8, 1, 0, relu=False)),
+                           config=config, per_channel=per_channel)
+    [layer] = _gated(npu)
+    assert any(isinstance(op, AddTensor) for op in layer.epilogue)
 
 
 @pytest.mark.parametrize("keepdims", [0, 1])
