@@ -9,7 +9,7 @@ the convolution does not use, and its tiles are interleaved with the convolution
 spread over the convolution's tiles, so each engine's in-order queue alternates between the two.
 One barrier closes the pair, waiting for both last STOREs.
 
-A pool may move to any convolution it can reach in the layer order without passing a layer whose
+A pool (or an LRN) may move to any convolution it can reach in the layer order without passing a layer whose
 DRAM footprint meets its own (`Footprint`: the byte ranges each layer's LOADs read and STOREs
 write), or to the convolution whose result it reads (its producer, the first layer it meets going
 back): then each pool tile waits, on its loads, for the producer tiles that store the rows it reads,
@@ -107,7 +107,7 @@ class Footprint:
 
 @dataclass
 class Beside:
-    """A convolution layer and the max pool that runs during it."""
+    """A convolution layer and the layer that runs during it (a max pool, an LRN)."""
 
     host: Layer
     rider: Layer
@@ -132,8 +132,8 @@ def _rider(layer: Layer, host: Layer, config: ArchConfig) -> Layer | None:
 
 
 def pair_layers(layers: list[Layer], footprint: Callable[[Layer], Footprint], config: ArchConfig) -> list[Layer]:
-    """The layer order with each max pool that can run beside a convolution moved into it (a `Beside` layer);
-    `footprint` gives a layer's DRAM footprint."""
+    """The layer order with each max pool or LRN that can run beside a convolution moved into it (a `Beside`
+    layer); `footprint` gives a layer's DRAM footprint."""
     order: list[Layer] = list(layers)
     prints: dict[int, Footprint] = {}
 
