@@ -58,7 +58,16 @@ from .kinds import I8, I32, I64, PTR, i64
 from .counters import StepCounters
 from .pool import add_pool
 from .sharing import Anchor, Operands, distinct_operands, signature, step_operands
-from .threads import MAX_THREADS, PARALLEL_MIN_US, SYNC_LINE, emit_shared, serial_nanoseconds, split, sync_bytes
+from .threads import (
+    CHUNK_STATE_WORDS,
+    MAX_THREADS,
+    PARALLEL_MIN_US,
+    SYNC_LINE,
+    emit_shared,
+    serial_nanoseconds,
+    split,
+    sync_bytes,
+)
 
 ENTRY = "glowsdk_main"
 THREAD_ENTRY = "glowsdk_thread"
@@ -328,6 +337,7 @@ class ModuleBuilder:
             for index, w in enumerate(self.placeholders)}
         self._status = self._builder.alloca(I32, name="status")
         self._builder.store(ir.Constant(I32, STATUS_OK), self._status)
+        self._chunk_state = self._builder.alloca(I32, size=i64(CHUNK_STATE_WORDS), name="chunks")
         self.scratch_offset(0)
         self._counters = StepCounters(self.module, profile_steps) if profile_steps else None
         self._calls: list[_Call] = []
@@ -490,7 +500,7 @@ class ModuleBuilder:
                     builder.store(builder.call(call.kernel.function, arguments), self._status)
 
             if call.shared:
-                emit_shared(builder, sync, index, thread, threads, run)
+                emit_shared(builder, sync, index, thread, threads, self._chunk_state, run)
                 index += 1
             else:
                 run(zero, ir.Constant(I32, 1), alone=True)
