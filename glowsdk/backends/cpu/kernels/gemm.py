@@ -254,7 +254,7 @@ def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel
     vectors = -(-columns // lanes)
     counts = [min(lanes, columns - v * lanes) for v in range(vectors)]
     steps = source.steps if source is not None else 1
-    start = [[init(r) for _ in range(vectors)] for r in range(gemm.tile_rows)]
+    start = [[init(r)] * vectors for r in range(gemm.tile_rows)]  # one per row: the vectors of a row start alike
     before = builder.block
     body = builder.append_basic_block("micro.k")
     after = builder.append_basic_block("micro.done")
