@@ -99,8 +99,8 @@ def test_a_global_pool_after_a_residual_add_in_every_output_channel_tile_bit_exa
     # each output-channel tile of the row tile loads its residual rows, which the pooled store (one row) must not
     # cut short for the next (resnet50's last block: 7 x 7, its channels in several tiles)
     b = NetBuilder((1, 64, 7, 7))
-    stem = b.conv("x", 64, 64, 1, 0)
-    joined = b.node("Relu", [b.node("Add", [b.conv(stem, 64, 64, 1, 0, relu=False), stem])])
+    stem = b.conv("x", 64, 512, 1, 0)
+    joined = b.node("Relu", [b.node("Add", [b.conv(stem, 512, 512, 1, 0, relu=False), stem])])
     npu = assert_bit_exact(b.network(b.node("Flatten", [b.node("AveragePool", [joined], kernel_shape=[7, 7])])),
                            config="default")
     [pooled] = [layer.body for layer in npu.compiled.layers if getattr(layer.body, "pool", None)]

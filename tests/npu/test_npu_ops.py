@@ -108,6 +108,20 @@ def test_a_row_tile_input_waits_for_the_row_tile_two_back_only():
     assert all(not step.releases or later.shared for step, later in zip(steps, steps[1:]))
 
 
+def test_a_residual_expansion_writes_whole_dram_bursts():
+    """ResNet's 64 -> 256 expansion at 56 x 56 with its residual Add: output-channel tiles of 64 write (and read the
+    residual in) 64-byte runs, whose many short transfers each drain the DRAM window at their end (the estimate
+    counts it, tiling.estimate); the tiler takes tiles of at least a burst's 128 channels, bit-exact in checked
+    simulation."""
+    b = NetBuilder((1, 256, 56, 56))
+    x = b.node("Relu", ["x"])
+    expanded = b.conv(b.conv(x, 256, 64, 1, 0), 64, 256, 1, 0, relu=False)
+    npu = assert_bit_exact(b.network(b.node("Relu", [b.node("Add", [expanded, x])])), config="default")
+    layer = next(layer.body for layer in npu.compiled.layers if layer.kind == "Conv" and
+                 layer.body.shape.out_channels == 256)
+    assert layer.epilogue and layer.tiling.n >= PRESETS["default"].dma_burst_bytes
+
+
 def test_a_layer_of_one_weight_block_loads_it_once():
     """One output-channel tile and every input channel in one step (a narrow 1x1 on a tall image): every step reads
     the one weight block where an earlier step loaded it (the first step's, when the layer before loaded it, is

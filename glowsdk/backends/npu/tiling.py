@@ -15,7 +15,8 @@ vector engine's (its passes over each tile), and the DRAM's: each LOAD and STORE
 latency once (an engine runs its transfers one after another), the bus carries every byte (cut
 into requests at burst boundaries and at every gap between contiguous runs: a channel block of a
 wider tensor moves as one run per pixel), and at most `dram_max_outstanding` requests are in
-flight for both engines. The busiest of these streams, started by the first step's loads and ended
+flight for both engines, less what each transfer's end leaves idle (an engine drains its requests
+before its next transfer). The busiest of these streams, started by the first step's loads and ended
 by the last tile's vector work and store, plus a fixed cost per step, is the estimate; so it trades
 DRAM traffic and request counts against array utilisation (large pixel counts amortise the array's
 fill and drain) and pipeline fill.
@@ -320,6 +321,7 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
     """the load engine's transfers' latencies (their data shares the bus), the store engine's transfers, the bus"""
     held = bias[0] * config.dram_latency_cycles + bias[1]
     """request-cycles in the window both engines share"""
+    store_transfers = 0
     array = vector = 0.0
     first_load = first_mm = last_mm = tile_vector = last_tail = 0.0
     steps = 0
@@ -337,6 +339,7 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
             traffic += tiles * (1 + extra) * pixels * n_size
             loads += tiles * extra * latency
             stores += tiles * store
+            store_transfers += tiles
             bus += tiles * (1 + extra) * out[1]
             held += tiles * (1 + extra) * (out[0] * config.dram_latency_cycles + out[1])
             vector += tiles * tile_vector
@@ -366,7 +369,10 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
                 last_mm = mm
             last_tail = tile_vector + store
     # the busiest stream, started by the first step's loads and ended by the last tile's vector work and store
-    dram = max(loads + bus, stores, held / config.dram_max_outstanding)
+    # an engine starts a transfer once its last one has completed, so each transfer's end drains the engine's part
+    # of the window for about a latency, half of which the other engine takes up
+    drained = (loads + store_transfers * latency) / 2
+    dram = max(loads + bus, stores, held / config.dram_max_outstanding + drained)
     streams = max(dram + last_mm + last_tail, first_load + array + last_tail,
                   first_load + first_mm + vector - tile_vector + last_tail)
     return traffic // batch, (streams + STEP_OVERHEAD_CYCLES * steps) / batch
