@@ -39,14 +39,14 @@ from sim.timing import grouped_matmul_cycles, matmul_cycles
 
 from ...errors import UnsupportedError
 from ...numerics import requantize
-from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE,
-                           GMATMUL, LOAD, LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, REQUANT_LUT, REQUANT_MUL, STORE,
-                           VADD, VADD_LUT, VADDI, VDIV, VMULI, VSUBI, Op)
+from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_POOL, CONFIG_REQUANT,
+                           CONFIG_STORE, GMATMUL, LOAD, LUT, LUT_LOAD, MATMUL, POOL, REDUCE, REQUANT, REQUANT_LUT,
+                           REQUANT_MUL, STORE, VADD, VADD_LUT, VADDI, VDIV, VMAX, VMULI, VSUBI, Op)
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
-from .tiling import (ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling,
-                     choose_tiling, stacked_rows)
+from .tiling import (ConvShape, Pitches, Tiling, array_cycles, block_touches, choose_grouped_tiling,
+                     choose_packed_tiling, choose_tiling, stacked_rows)
 
 
 @dataclass(frozen=True)
@@ -314,6 +314,23 @@ def whole_image_fits(shape: ConvShape, config: ArchConfig, per_channel: bool,
     return True
 
 
+def window_tiling(shape: ConvShape, config: ArchConfig, per_channel: bool, epilogue: Sequence[EpilogueOp]
+                  ) -> Tiling | None:
+    """The tiling of a layer of `shape` whose tiles max pool its result 3x3 with stride 2 (`GemmLayer.window`):
+    two output rows each, beside the pool's running maximum in the accumulator. None if none fits, or if its
+    array takes longer than the unpooled layer's would (more, smaller tiles fill and drain the array more often):
+    a pool beside an array-bound convolution hides under it (overlap.py), whereas fusing it costs array time."""
+    epilogue = compact(epilogue)
+    reserved = _reserved_spad(shape, per_channel, epilogue, False)
+    try:
+        tiling = choose_tiling(shape, config, reserved, vector_passes=vector_passes(epilogue) + 2,
+                               reserved_acc=shape.out_width * shape.out_channels, exact_rows=2)
+        alone = choose_tiling(shape, config, reserved, vector_passes=vector_passes(epilogue))
+    except UnsupportedError:
+        return None
+    return tiling if array_cycles(shape, tiling, config) <= array_cycles(shape, alone, config) else None
+
+
 @dataclass
 class GemmLayer:
     """Everything one convolution/matrix layer needs, placed; `tiles` makes its instructions."""
@@ -342,6 +359,9 @@ class GemmLayer:
     pool: str | None = None
     """"avg" or "max": a pool over the whole image of the result, its only reader, done by the tiles (each holds
     every row of its channels, `whole_image_pool`), so the layer writes the pooled row"""
+    window: bool = False
+    """a 3x3 stride-2 unpadded max pool of the result (its only reader) done by the tiles (`_window_pool`), so the
+    layer writes the pooled image and the full one never reaches DRAM"""
     divisor: int = 0
     """avg: constants offset of the pixel count (one int32), repeated along an accumulator row by a zero stride"""
     prefetched: int | None = None
@@ -355,16 +375,17 @@ class GemmLayer:
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
              bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
              epilogue: tuple[EpilogueOp, ...] = (), groups: int = 1, diagonal: bool = False,
-             pool: str | None = None, gate: ChannelGate | None = None) -> GemmLayer:
+             pool: str | None = None, gate: ChannelGate | None = None, window: bool = False) -> GemmLayer:
         """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants. With
         `diagonal`, `filters` is the block diagonal of `groups` groups in their order: the tiles follow the
         groups and the blocks off the diagonal are no step (tiling.choose_grouped_tiling). With `pool`, the
         result is pooled over the whole image ("avg" or "max"; UnsupportedError if no tile holds a whole image).
-        With `gate`, the input is gated as it is loaded (the shape must be `gateable`)."""
+        With `gate`, the input is gated as it is loaded (the shape must be `gateable`). With `window`, the result
+        is max pooled 3x3 with stride 2 (UnsupportedError if `window_tiling` finds no tiling)."""
         if gate is not None and (diagonal or not gateable(shape, source.batch)):
             raise AssertionError("a channel gate on the input of a layer whose input tiles are not its pixels")
         read = source.batch * shape.height * shape.width * shape.channels
-        if groups == 1 and pool is None:
+        if groups == 1 and pool is None and not window:
             shape, source, result, epilogue = merged_view(shape, source, result, epilogue)
         epilogue = compact(epilogue)
         table_bytes = 8 * shape.out_channels if requant.per_channel else 0
@@ -378,10 +399,13 @@ class GemmLayer:
         if diagonal:
             tiling = choose_grouped_tiling(shape, groups, config, reserved, adds, vector_passes(epilogue), pitches)
         else:
-            tiling = choose_tiling(shape, config, reserved, extra_buffers=adds,
-                                   vector_passes=vector_passes(epilogue) + (pool is not None), pitches=pitches,
-                                   whole_image=pool is not None, reserved_acc=2 * shape.channels if gate else 0,
-                                   input_passes=int(gate is not None), batch=source.batch if stackable else 1)
+            tiling = window_tiling(shape, config, requant.per_channel, epilogue) if window else choose_tiling(
+                shape, config, reserved, extra_buffers=adds,
+                vector_passes=vector_passes(epilogue) + (pool is not None), pitches=pitches,
+                whole_image=pool is not None, reserved_acc=2 * shape.channels if gate else 0,
+                input_passes=int(gate is not None), batch=source.batch if stackable else 1)
+            if tiling is None:
+                raise UnsupportedError("no two-row tile of the convolution fits beside the pool's running maximum")
         divisor = add_constant(np.int32(shape.out_height * shape.out_width).astype("<i4").tobytes()) \
             if pool == "avg" else 0
         sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
@@ -393,7 +417,7 @@ class GemmLayer:
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
                          add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue,
                          groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)), input_bytes=read,
-                         pool=pool, divisor=divisor, gate=gate)
+                         pool=pool, divisor=divisor, gate=gate, window=window)
 
     @staticmethod
     def packed_tiling(shape: ConvShape, config: ArchConfig, source: Image, result: Image, requant: Requant,
@@ -436,7 +460,13 @@ class GemmLayer:
         return Workload(pixels * s.out_channels * taps, "vector" if g > 1 and s.channels == g else "array", constants,
                         (self.input_bytes or batch * s.height * s.width * s.channels) + adds * pixels * s.out_channels
                         + gate,
-                        (batch if self.pool else pixels) * s.out_channels)
+                        (batch if self.pool else batch * self.result_pixels() if self.window else pixels)
+                        * s.out_channels)
+
+    def result_pixels(self) -> int:
+        """An image's pixels in the result: the pooled ones with a `window` pool."""
+        s = self.shape
+        return (s.out_height - 1) // 2 * ((s.out_width - 1) // 2) if self.window else s.out_height * s.out_width
 
     def spad_end(self) -> int:
         """The end of the scratchpad the layer's tiles use: its tables, then its double buffers (`tiles`)."""
@@ -448,7 +478,7 @@ class GemmLayer:
         channel gate's two rows."""
         s, t = self.shape, self.tiling
         return s.out_channels + 2 * t.rows * s.out_width * t.n + (t.n if self.pool == "avg" else 0) + \
-            (2 * s.channels if self.gate else 0)
+            (2 * s.channels if self.gate else 0) + (s.out_width * s.out_channels if self.window else 0)
 
     def steps(self) -> int:
         """How many steps (loads, then matrix work) the layer's tiles make."""
@@ -465,7 +495,8 @@ class GemmLayer:
         s, t = self.shape, self.tiling
         sizes = [min(t.rows, s.out_height - oy0) for oy0 in range(0, s.out_height, t.rows)]
         operands = any(isinstance(op, AddTensor) for op in self.epilogue)  # more loads to a DRAM-bound layer
-        if len(self.weights) == 1 and t.c >= s.channels and not self.pool and not operands and len(sizes) > 1:
+        if len(self.weights) == 1 and t.c >= s.channels and not self.pool and not self.window and not operands \
+                and len(sizes) > 1:
             for at in (0, -1):
                 whole = sizes[at]
                 half = [whole // 2, whole - whole // 2]
@@ -609,13 +640,18 @@ class GemmLayer:
                                                   col_stride=x.pixel_stride, elem_bytes=n),
                                       load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + n0,
                                            "spad", operands[id(op)][slot], images * (oy1 - oy0), s.out_width)]
+                    r = self.result
+                    if self.window:
+                        vector, stores = self._window_pool(oy0, oy1, n0, n, accs[slot], outputs[slot],
+                                                           gates + n0 * s.out_width, bias_row, result)
+                        tiles.append(Tile(steps, vector, stores, residuals))
+                        continue
                     vector, rest = requant_specs(self._config_requant(n0, bias_row + n0), outputs[slot], accs[slot],
                                                  pixels, n, self.epilogue, luts, images,
                                                  s.stack_period() // s.stride[0] * s.out_width)
                     for op in rest:
                         vector += epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
                                                   operands.get(id(op), [0, 0])[slot], luts)
-                    r = self.result
                     if self.pool:  # the tile holds whole images: reduce each to one row, stored in its channels
                         each = pixels // images  # image i's row lands in image 0's pixels, which are pooled first
                         for i in range(images):
@@ -632,6 +668,38 @@ class GemmLayer:
                 if several:  # the row tile's last step is its input's last reader
                     next(step for tile in reversed(tiles) for step in reversed(tile.steps)).releases = True
         return prologue, tiles, config
+
+    def _window_pool(self, oy0: int, oy1: int, n0: int, n: int, acc: int, out: int, running: int, bias_row: int,
+                     result: int) -> tuple[list[Op], list[Op]]:
+        """The vector work and stores of the row tile [oy0, oy1) of output channels [n0, n0 + n) under a 3x3
+        stride-2 max pool. Requantization (and a clamp after it) never decreases, and the bias is the same along a
+        channel, so the maximum of the int32 sums requantized is the maximum of the int8 results: the window's rows
+        are maxed in the accumulator and only the pooled row is requantized. A tile holds rows 2i and 2i + 1: row 2i
+        ends the window of pooled row i - 1, whose first two rows' maximum the tile before left at `running`, and
+        the tile's two rows are the maximum the next window starts with (the first tile stores nothing). The row is
+        then pooled across (a 1x3 window, stride 2) and stored."""
+        s, r = self.shape, self.result
+        line = s.out_width * n  # one output row of the tile's channels, pixel-major
+        vector: list[Op] = []
+        stores: list[Op] = []
+        if oy0:
+            vector.append(VMAX(dst_space="acc", dst=running, src1_space="acc", src1=running, src2_space="acc",
+                               src2=acc, rows=1, cols=line, bcast=0))
+            requant, rest = requant_specs(self._config_requant(n0, bias_row + n0), out, running, s.out_width, n,
+                                          self.epilogue, {})
+            vector += requant
+            for op in rest:
+                vector += op.specs(out, running, s.out_width, n)
+            vector += [CONFIG_POOL(kh=1, kw=3, stride_h=1, stride_w=2, pad_top=0, pad_bottom=0, pad_left=0,
+                                   pad_right=0, count_pad=0, pad_value=0),
+                       POOL(op="max", dst=out + line, src=out, height=1, width=s.out_width, channels=n)]
+            stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride, elem_bytes=n),
+                      STORE(dram=result + (oy0 // 2 - 1) * r.row_stride + n0, space="spad", sram=out + line,
+                            planes=1, rows=1, cols=(s.out_width - 1) // 2)]
+        if oy1 - oy0 == 2:
+            vector.append(VMAX(dst_space="acc", dst=running, src1_space="acc", src1=acc, src2_space="acc",
+                               src2=acc + line, rows=1, cols=line, bcast=0))
+        return vector, stores
 
     def _config_requant(self, n0: int, bias: int) -> Op:
         r = self.requant

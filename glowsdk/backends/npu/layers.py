@@ -29,7 +29,7 @@ from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .broadcast import RowBroadcastLayer
 from .gemm import (AddTensor, ChannelGate, Clamp8, EpilogueOp, GemmLayer, Image, Lut8, Requant, Rescale8, gateable,
-                   whole_image_fits)
+                   whole_image_fits, window_tiling)
 from .gather import gather_layer
 from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
@@ -222,16 +222,38 @@ class LayerBuilder:
         if pool is not None and not whole_image_fits(shape, self.config, bool(rescale.input.type.per_channel),
                                                      epilogue, gate is not None):
             pool = None
+        window = self._window_pool(end) if pool is None and order is None and gate is None and n == 1 \
+            and all(isinstance(op, Clamp8) for op in epilogue) and window_tiling(
+                shape, self.config, bool(rescale.input.type.per_channel), epilogue) is not None else None
         if pool is not None:  # the convolution's tiles pool its result: the image never reaches DRAM
             self.fused.add(id(pool))
             end = pool.result()
-        out = self._new(end, nhwc=True) if pool is not None else self._image_out(end)
-        self.values[end] = out
         filters = np.asarray(node.filter.node.value)
         bias = np.zeros(oc, np.int64) if node.bias is None else np.asarray(node.bias.node.value, np.int64)
+        if window is not None:  # the tiles pool the result as they make it (gemm.GemmLayer._window_pool)
+            self.fused.add(id(window))
+            self.values[window.result()] = out = self._image_out(window.result())
+            self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), window=True)
+            return
+        out = self._new(end, nhwc=True) if pool is not None else self._image_out(end)
+        self.values[end] = out
         self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), order,
                    None if pool is None else "avg" if pool.kind == "AveragePool" else "max",
                    None if gate is None else gate.gate)
+
+    def _window_pool(self, value: NodeValue) -> Node | None:
+        """The 3x3 stride-2 unpadded max pool (keeping the type, ending on the image's last row and column) that is
+        `value`'s only reader."""
+        if len(value.node.users) != 1:
+            return None
+        user = next(iter(value.node.users))
+        if user.kind != "MaxPool" or tuple(user.kernel) != (3, 3) or tuple(user.strides) != (2, 2) \
+                or any(user.pads) or any(d != 1 for d in user.dilations):
+            return None
+        h, w = value.type.shape[2:]
+        if tuple(user.type.shape[2:]) != ((h - 1) // 2, (w - 1) // 2):
+            return None
+        return user if (_scale(user.result()), _zero(user.result())) == (_scale(value), _zero(value)) else None
 
     def _whole_image_pool(self, value: NodeValue) -> Node | None:
         """The global pool (a window over the whole image, keeping the type) that is `value`'s only reader."""
@@ -322,14 +344,15 @@ class LayerBuilder:
 
     def _gemm(self, node: Node, shape: ConvShape, x: Image, out: Image, filters: np.ndarray, bias: np.ndarray,
               rescale: Node, epilogue: tuple[EpilogueOp, ...] = (), order: np.ndarray | None = None,
-              pool: str | None = None, gate: ChannelGate | None = None) -> None:
+              pool: str | None = None, gate: ChannelGate | None = None, window: bool = False) -> None:
         """One convolution/matrix layer; `order` permutes its output channels (a channel shuffle), `pool` ("avg",
-        "max") pools its result over the whole image, `gate` scales its input's channels as it is loaded."""
+        "max") pools its result over the whole image, `gate` scales its input's channels as it is loaded, `window`
+        max pools it 3x3 with stride 2."""
         requant = requant_params(rescale.input, rescale.result(), shape.out_channels, f"'{rescale.name}'")
         if order is not None:
             filters, bias, requant = filters[order], bias[order], requant.take(order)
         layer = GemmLayer.plan(shape, self.config, x, out, filters, bias, requant, _zero(node.inputs[0]),
-                               self.add_constant, epilogue, pool=pool, gate=gate)
+                               self.add_constant, epilogue, pool=pool, gate=gate, window=window)
         self.layers.append(Layer(node.name, node.kind, layer))
 
     def _grouped_conv(self, node: Node) -> None:

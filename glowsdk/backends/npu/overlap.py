@@ -155,7 +155,8 @@ def pair_layers(layers: list[Layer], footprint: Callable[[Layer], Footprint], co
                 k += direction
             if direction < 0 and k >= 0 and printed(order[k]).feeds(mine):
                 hosts.append(order[k])  # the producer: the pool follows its stores tile by tile
-        hosts = [(host, rider) for host in hosts if isinstance(host.body, GemmLayer)
+        hosts = [(host, rider) for host in hosts if isinstance(host.body, GemmLayer) and not host.body.window
+                 # (a window pool's first tile stores nothing: `_follow` restates a tile's CONFIG_STORE)
                  for rider in [_rider(layer, host, config)] if rider is not None]
         if not hosts:
             continue

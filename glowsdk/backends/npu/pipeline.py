@@ -137,8 +137,8 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
     soon as that step's operands are in. Returns where each tile's instructions start (the first tile's with the
     prologue's) and where its vector work and stores start: the points where another layer's tiles may be
     interleaved (overlap.py)."""
-    if not tiles or any(not tile.stores for tile in tiles):
-        raise AssertionError("every tile of a layer stores its result")
+    if not tiles or not tiles[-1].stores or any(not tile.stores and not tile.vector for tile in tiles):
+        raise AssertionError("a layer's last tile stores its result, and a tile that stores nothing has vector work")
     starts, mids = [len(em.instructions)], []
 
     def emit_prologue() -> None:
@@ -219,7 +219,8 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
             if operands:
                 em.emit(CLAMP_RESET, Sync(wait=OPERAND + slot, wait_count=operands))
             ready_wait = (COMPUTED + slot, 1) if gemm else None if reduced else (LOADED + slot, loaded)
-            _emit(em, tile.vector, ready_wait, (READY + slot, 1), pick=lambda op: not op.is_config)
+            done = (READY + slot, 1) if tile.stores else (SFREE + slot, 1) if later else None  # no store to wait
+            _emit(em, tile.vector, ready_wait, done, pick=lambda op: not op.is_config)
             if later and not reduced:
                 em.emit(CLAMP_RESET, Sync(signal=(ACCFREE if gemm else VFREE) + slot, signal_count=1))
             if later and operands:
@@ -228,5 +229,6 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
         else:
             store_wait = (LOADED + slot, loaded)
         final = (DONE, 1) if t == len(tiles) - 1 else (SFREE + slot, 1) if later else None
-        _emit(em, tile.stores, store_wait, final, pick=_is_dma)
+        if tile.stores:  # (a tile of a pooled convolution may only start the next window: gemm._window_pool)
+            _emit(em, tile.stores, store_wait, final, pick=_is_dma)
     return list(zip(starts, mids))

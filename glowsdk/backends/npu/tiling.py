@@ -136,14 +136,15 @@ def _candidates(total: int, unit: int) -> list[int]:
 
 def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extra_buffers: int = 0,
                   vector_passes: int = 1, pitches: Pitches | None = None, whole_image: bool = False,
-                  reserved_acc: int = 0, input_passes: int = 0, batch: int = 1) -> Tiling:
+                  reserved_acc: int = 0, input_passes: int = 0, batch: int = 1, exact_rows: int = 0) -> Tiling:
     """The cheapest tiling that fits; UnsupportedError if none does. `extra_buffers` int8 tiles of the
     result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each, and
     `input_passes` over each input tile before the array reads it (a channel gate); `reserved_acc` accumulator
     words are the layer's own (the gate's rows). With `whole_image`, every tile holds all the output rows (a
     global pool reduces each tile to one row), and one more accumulator row of the tile's channels is kept (the
     pool's divisor). With `batch` > 1 the layer's images may also be stacked, several to a tile
-    (`Tiling.images`), and every candidate is costed over the whole batch."""
+    (`Tiling.images`), and every candidate is costed over the whole batch. With `exact_rows`, every tile has that
+    many output rows (a fused 3x3 stride-2 max pool's two)."""
     spad = config.scratchpad_bytes - reserved_spad
     acc_words = config.accumulator_bytes // 4 - reserved_acc
     best: Tiling | None = None
@@ -153,8 +154,9 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
                 continue
             words = acc_words - (n if whole_image else 0)
             rows = _largest_rows(shape, n, c, spad, words, extra_buffers)
-            if rows == 0 or whole_image and rows < shape.out_height:
+            if rows == 0 or whole_image and rows < shape.out_height or rows < exact_rows:
                 continue
+            rows = exact_rows or rows
             for images in range(1, (batch if rows == shape.out_height else 1) + 1):
                 tiling = Tiling(shape.out_height if images > 1 else rows, n, c, 0, 0.0, extra_buffers,
                                 images=images)
@@ -381,6 +383,11 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
 def _split(total: int, size: int) -> list[tuple[int, int]]:
     """`total` cut into pieces of `size`: (piece size, how many) for the full pieces and the remainder."""
     return [(p, k) for p, k in ((size, total // size), (total % size, 1)) if p and k]
+
+
+def array_cycles(shape: ConvShape, tiling: Tiling, config: ArchConfig) -> int:
+    """The array's cycles for one image's tiles: its busiest engine when the layer is compute-bound."""
+    return _engine_cycles(shape, tiling.rows, tiling.n, tiling.c, config)[0]
 
 
 def _engine_cycles(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig) -> tuple[int, int]:
