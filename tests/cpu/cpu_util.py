@@ -11,9 +11,14 @@ of ACCUMULATE_TOL = 1e-4 times the largest reference magnitude (K <= 500 here).
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Callable, Sequence
 
 import numpy as np
+import onnx
+from onnx import helper
 
 from glowsdk.backends import get_backend
 from glowsdk.compiler.backend import CompileOptions
@@ -84,3 +89,30 @@ def check(inputs: Sequence[tuple[Sequence[int], ElemKind]], build: Build, accumu
         else:
             np.testing.assert_array_equal(got[name], want[name])
     return compiled
+
+
+def run_on_avx2(test_file: str, body: str) -> None:
+    """Run `body` in a child interpreter that generates AVX2 code, with the test module `test_file` imported
+    as `t`: the ISA is read once per process, so the AVX2 path of a kernel needs a process of its own."""
+    here = os.path.dirname(os.path.abspath(test_file))
+    module = os.path.splitext(os.path.basename(test_file))[0]
+    script = ("import sys; sys.path[:0] = sys.argv[1:]\n"
+              f"import {module} as t\n"
+              "from glowsdk.backends.cpu.jit import host_isa\n"
+              "assert host_isa() in ('AVX2', 'AVX', 'SSE2'), host_isa()\n" + body)
+    env = dict(os.environ, GLOWSDK_CPU_ISA="avx2")
+    result = subprocess.run([sys.executable, "-c", script, here, os.path.dirname(here)], env=env, check=False,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def residual_model(name: str, nodes: list, image: Sequence[int], out: Sequence[int], weights: list,
+                   rng: np.random.Generator) -> tuple:
+    """An opset-13 ONNX model of `nodes` reading the image "x" and a residual "r" of the output's shape,
+    writing "y", and seeded feeds for both: the shape of the kernel tests that compare with onnxruntime."""
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, list(image)),
+                                            helper.make_tensor_value_info("r", onnx.TensorProto.FLOAT, list(out))],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list(out))], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    feeds = {"x": rng.standard_normal(image).astype(np.float32), "r": rng.standard_normal(out).astype(np.float32)}
+    return model, feeds

@@ -12,13 +12,10 @@ kernel must also be vectorised: no libm call is left in the loop.
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from cpu_util import make, run_both
+from cpu_util import make, run_both, run_on_avx2
 
 from glowsdk.graph import ElemKind
 from glowsdk.graph.nodes import elementwise as ew
@@ -88,15 +85,6 @@ def test_polynomial_accuracy_over_wide_ranges_and_extremes(name, tmp_path):
 def test_avx2_code_is_as_accurate():
     """The same checks on code compiled without AVX-512 (8 lanes), in a child process (the ISA is
     read once per process)."""
-    script = ("import sys; sys.path[:0] = sys.argv[1:]\n"
-              "import test_cpu_vmath as t\n"
-              "from glowsdk.backends.cpu.jit import host_isa\n"
-              "assert host_isa() in ('AVX2', 'AVX', 'SSE2'), host_isa()\n"
-              "x = t.points()\n"
-              "for name in sorted(t.KINDS):\n"
-              "    t.check_accuracy(name, t.run(name, x)[0], x)\n")
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, GLOWSDK_CPU_ISA="avx2")
-    result = subprocess.run([sys.executable, "-c", script, here, os.path.dirname(here)], env=env, check=False,
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-2000:]
+    run_on_avx2(__file__, "x = t.points()\n"
+                "for name in sorted(t.KINDS):\n"
+                "    t.check_accuracy(name, t.run(name, x)[0], x)\n")

@@ -9,14 +9,11 @@ read once per process).
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 import pytest
+from cpu_util import residual_model, run_on_avx2
 from onnx import helper, numpy_helper
 
 import glowsdk
@@ -48,12 +45,7 @@ def conv_model(image, filters, pads, bias, seed=0):
                               pads=list(pads)),
              helper.make_node("Add", ["c", "r"], ["s"]), helper.make_node("Relu", ["s"], ["t"]),
              helper.make_node("Tanh", ["t"], ["y"])]
-    graph = helper.make_graph(nodes, "winograd", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, image),
-                                                  helper.make_tensor_value_info("r", onnx.TensorProto.FLOAT, out)],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, out)], weights)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-    feeds = {"x": rng.standard_normal(image).astype(np.float32), "r": rng.standard_normal(out).astype(np.float32)}
-    return model, feeds
+    return residual_model("winograd", nodes, image, out, weights, rng)
 
 
 def check_case(image, filters, pads, bias, m, threads):
@@ -80,17 +72,8 @@ def test_winograd_agrees_with_onnxruntime(name, image, filters, pads, bias, m, t
 
 def test_avx2_code_agrees_too():
     """Every case on code compiled without AVX-512 (8 lanes, 16 registers), in a child process."""
-    script = ("import sys; sys.path[:0] = sys.argv[1:]\n"
-              "import test_cpu_winograd as t\n"
-              "from glowsdk.backends.cpu.jit import host_isa\n"
-              "assert host_isa() in ('AVX2', 'AVX', 'SSE2'), host_isa()\n"
-              "for _, image, filters, pads, bias, m in t.CASES:\n"
-              "    t.check_case(image, filters, pads, bias, m, 2)\n")
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, GLOWSDK_CPU_ISA="avx2")
-    result = subprocess.run([sys.executable, "-c", script, here, os.path.dirname(here)], env=env, check=False,
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-2000:]
+    run_on_avx2(__file__, "for _, image, filters, pads, bias, m in t.CASES:\n"
+                "    t.check_case(image, filters, pads, bias, m, 2)\n")
 
 
 @pytest.mark.parametrize("m", sorted(TRANSFORMS))
