@@ -122,6 +122,23 @@ def test_a_3x3_stride_2_max_pool_is_done_by_the_convolution_before_it_bit_exact(
     assert stem.window and stem.tiling.rows == 2 and stem.workload().output_bytes == 64 * ((width - 3) // 4) ** 2
 
 
+@pytest.mark.parametrize("config,width", [("edge", 29), ("default", 56)])
+def test_a_max_pool_over_a_concat_is_done_by_each_convolution_that_writes_a_part_bit_exact(config, width):
+    # SqueezeNet's fire module before a pool: a max pool is per channel, so each expansion pools its own slice of
+    # the Concat (through a Rescale to the Concat's type where the quantizer places one); odd and even heights,
+    # tiles of several row pairs, and the pooled image alone reaches DRAM
+    b = NetBuilder((1, 16, width, width))
+    squeeze = b.conv("x", 16, 8, 1, 0)
+    joined = b.node("Concat", [b.conv(squeeze, 8, 32, 1, 0), b.conv(squeeze, 8, 32, 3, 1)], axis=1)
+    pooled = b.node("MaxPool", [joined], kernel_shape=[3, 3], strides=[2, 2])
+    npu = assert_bit_exact(b.network(b.conv(pooled, 64, 8, 1, 0, relu=False)), config=config)
+    assert [layer.kind for layer in npu.compiled.layers if layer.kind != "Copy"] == ["Conv"] * 4
+    parts = [layer.body for layer in npu.compiled.layers[1:3]]
+    side = (width - 1) // 2
+    assert all(part.window and part.workload().output_bytes == 32 * side * side for part in parts)
+    assert parts[0].result.tensor.offset + 32 == parts[1].result.tensor.offset
+
+
 def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():
     rescale, clamp = Rescale8(1518500250, 1, 5, -7), Clamp8(-7, 100)
     chain = compact([rescale, clamp, AddTensor(None, 3, Rescale8(1 << 30, 0, 2, 0)), clamp])

@@ -314,21 +314,29 @@ def whole_image_fits(shape: ConvShape, config: ArchConfig, per_channel: bool,
     return True
 
 
+WINDOW_ARRAY_MARGIN = 1.05
+"""The most array time a fused pool's tiles may add: a pool beside the convolution that does not hide costs its
+own DRAM traffic (SqueezeNet's fire-module pools: 10,000 and 5,000 cycles beside expansions whose even-row tiles
+cost the array 2% and 5% more)."""
+
+
 def window_tiling(shape: ConvShape, config: ArchConfig, per_channel: bool, epilogue: Sequence[EpilogueOp]
                   ) -> Tiling | None:
     """The tiling of a layer of `shape` whose tiles max pool its result 3x3 with stride 2 (`GemmLayer.window`):
-    two output rows each, beside the pool's running maximum in the accumulator. None if none fits, or if its
-    array takes longer than the unpooled layer's would (more, smaller tiles fill and drain the array more often):
-    a pool beside an array-bound convolution hides under it (overlap.py), whereas fusing it costs array time."""
+    pairs of output rows each, beside the pool's running maximum in the accumulator. None if none fits, or if its
+    array takes more than `WINDOW_ARRAY_MARGIN` longer than the unpooled layer's would (smaller tiles fill and
+    drain the array more often): a pool beside an array-bound convolution hides under it (overlap.py), whereas
+    fusing it costs array time."""
     epilogue = compact(epilogue)
     reserved = _reserved_spad(shape, per_channel, epilogue, False)
     try:
         tiling = choose_tiling(shape, config, reserved, vector_passes=vector_passes(epilogue) + 2,
-                               reserved_acc=shape.out_width * shape.out_channels, exact_rows=2)
+                               reserved_acc=shape.out_width * shape.out_channels, row_multiple=2)
         alone = choose_tiling(shape, config, reserved, vector_passes=vector_passes(epilogue))
     except UnsupportedError:
         return None
-    return tiling if array_cycles(shape, tiling, config) <= array_cycles(shape, alone, config) else None
+    return tiling if array_cycles(shape, tiling, config) <= WINDOW_ARRAY_MARGIN * array_cycles(shape, alone, config) \
+        else None
 
 
 @dataclass
@@ -643,7 +651,7 @@ class GemmLayer:
                     r = self.result
                     if self.window:
                         vector, stores = self._window_pool(oy0, oy1, n0, n, accs[slot], outputs[slot],
-                                                           gates + n0 * s.out_width, bias_row, result)
+                                                           gates + n0 * s.out_width, bias_row, result, luts)
                         tiles.append(Tile(steps, vector, stores, residuals))
                         continue
                     vector, rest = requant_specs(self._config_requant(n0, bias_row + n0), outputs[slot], accs[slot],
@@ -670,35 +678,48 @@ class GemmLayer:
         return prologue, tiles, config
 
     def _window_pool(self, oy0: int, oy1: int, n0: int, n: int, acc: int, out: int, running: int, bias_row: int,
-                     result: int) -> tuple[list[Op], list[Op]]:
+                     result: int, luts: dict[int, int]) -> tuple[list[Op], list[Op]]:
         """The vector work and stores of the row tile [oy0, oy1) of output channels [n0, n0 + n) under a 3x3
         stride-2 max pool. Requantization (and a clamp after it) never decreases, and the bias is the same along a
-        channel, so the maximum of the int32 sums requantized is the maximum of the int8 results: the window's rows
-        are maxed in the accumulator and only the pooled row is requantized. A tile holds rows 2i and 2i + 1: row 2i
-        ends the window of pooled row i - 1, whose first two rows' maximum the tile before left at `running`, and
-        the tile's two rows are the maximum the next window starts with (the first tile stores nothing). The row is
-        then pooled across (a 1x3 window, stride 2) and stored."""
+        channel, so the maximum of the int32 sums requantized is the maximum of the int8 results (so too through
+        an epilogue of clamps and int8 rescales by a non-negative multiplier, `monotone`): the window's rows
+        are maxed in the accumulator and only the pooled rows are requantized. A tile starts on an even row 2a:
+        that row ends the window of pooled row a - 1, whose first two rows' maximum the tile before left at
+        `running`; the windows wholly in the tile (rows 2k, 2k + 1, 2k + 2 of it) are maxed in place into its
+        rows k (row k is read by no later window: they start at row 2k + 2); a tile of an even number of rows
+        leaves its last two rows' maximum at `running` for the next. The pooled rows are then pooled across (a
+        1x3 window, stride 2) and stored; a tile that completes no window stores nothing."""
         s, r = self.shape, self.result
         line = s.out_width * n  # one output row of the tile's channels, pixel-major
+        rows = oy1 - oy0
+        inner = (rows - 1) // 2  # windows wholly in the tile
         vector: list[Op] = []
-        stores: list[Op] = []
         if oy0:
             vector.append(VMAX(dst_space="acc", dst=running, src1_space="acc", src1=running, src2_space="acc",
                                src2=acc, rows=1, cols=line, bcast=0))
-            requant, rest = requant_specs(self._config_requant(n0, bias_row + n0), out, running, s.out_width, n,
-                                          self.epilogue, {})
-            vector += requant
-            for op in rest:
-                vector += op.specs(out, running, s.out_width, n)
-            vector += [CONFIG_POOL(kh=1, kw=3, stride_h=1, stride_w=2, pad_top=0, pad_bottom=0, pad_left=0,
-                                   pad_right=0, count_pad=0, pad_value=0),
-                       POOL(op="max", dst=out + line, src=out, height=1, width=s.out_width, channels=n)]
-            stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride, elem_bytes=n),
-                      STORE(dram=result + (oy0 // 2 - 1) * r.row_stride + n0, space="spad", sram=out + line,
-                            planes=1, rows=1, cols=(s.out_width - 1) // 2)]
-        if oy1 - oy0 == 2:
-            vector.append(VMAX(dst_space="acc", dst=running, src1_space="acc", src1=acc, src2_space="acc",
-                               src2=acc + line, rows=1, cols=line, bcast=0))
+        for k in range(inner):  # row k = max(row 2k, row 2k + 1), then max(row k, row 2k + 2)
+            for first, other in ((2 * k, 2 * k + 1), (k, 2 * k + 2)):
+                vector.append(VMAX(dst_space="acc", dst=acc + k * line, src1_space="acc", src1=acc + first * line,
+                                   src2_space="acc", src2=acc + other * line, rows=1, cols=line, bcast=0))
+        pooled = int(bool(oy0)) + inner
+        for src, dst, count in ((running, out, int(bool(oy0))), (acc, out + int(bool(oy0)) * line, inner)):
+            if count:
+                requant, rest = requant_specs(self._config_requant(n0, bias_row + n0), dst, src, count * s.out_width,
+                                              n, self.epilogue, luts)
+                vector += requant
+                for op in rest:
+                    vector += epilogue_specs(op, dst, src, count * s.out_width, n, 0, luts)
+        if rows % 2 == 0 and oy1 < s.out_height:
+            vector.append(VMAX(dst_space="acc", dst=running, src1_space="acc", src1=acc + (rows - 2) * line,
+                               src2_space="acc", src2=acc + (rows - 1) * line, rows=1, cols=line, bcast=0))
+        if not pooled:
+            return vector, []
+        vector += [CONFIG_POOL(kh=1, kw=3, stride_h=1, stride_w=2, pad_top=0, pad_bottom=0, pad_left=0,
+                               pad_right=0, count_pad=0, pad_value=0),
+                   POOL(op="max", dst=out + pooled * line, src=out, height=pooled, width=s.out_width, channels=n)]
+        stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride, elem_bytes=n),
+                  STORE(dram=result + (oy0 // 2 - int(bool(oy0))) * r.row_stride + n0, space="spad",
+                        sram=out + pooled * line, planes=1, rows=pooled, cols=(s.out_width - 1) // 2)]
         return vector, stores
 
     def _config_requant(self, n0: int, bias: int) -> Op:
@@ -708,6 +729,12 @@ class GemmLayer:
             multiplier=0 if per_channel else int(r.multipliers[0]), shift=0 if per_channel else int(r.shifts[0]),
             zero_point=r.zero, clamp_lo=-128, clamp_hi=127, per_channel=int(per_channel),
             table=self.spad_table + 8 * n0 if per_channel else 0, bias_row=1, bias=bias)
+
+
+def monotone(op: EpilogueOp) -> bool:
+    """Whether an epilogue step never decreases (a larger int8 never maps below a smaller one): it commutes with a
+    max pool (`GemmLayer.window`)."""
+    return isinstance(op, Clamp8) or isinstance(op, Rescale8) and op.multiplier >= 0
 
 
 def merged_view(shape: ConvShape, source: Image, result: Image, epilogue: Sequence[EpilogueOp]

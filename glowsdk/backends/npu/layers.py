@@ -12,7 +12,7 @@ tensor table records.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .broadcast import RowBroadcastLayer
 from .gemm import (AddTensor, ChannelGate, Clamp8, EpilogueOp, GemmLayer, Image, Lut8, Requant, Rescale8, gateable,
-                   whole_image_fits, window_tiling)
+                   monotone, whole_image_fits, window_tiling)
 from .gather import gather_layer
 from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
@@ -213,18 +213,18 @@ class LayerBuilder:
         x = self.laid_out(node.input, nhwc=True) if gate is None else gate.source
         epilogue, end = self._epilogue(rescale.result())
         order, end = self._shuffled(end, epilogue)
-        n, c, h, w = node.input.type.shape
-        _, oc, oh, ow = node.type.shape
-        kh, kw = node.kernel
-        pt, pl, pb, pr = node.pads[0], node.pads[1], node.pads[2], node.pads[3]
-        shape = ConvShape(c, h, w, oc, oh, ow, kh, kw, tuple(node.strides), tuple(node.dilations), (pt, pl, pb, pr))
+        n = node.input.type.shape[0]
+        oc = node.type.shape[1]
+        shape = _conv_shape(node)
         pool = self._whole_image_pool(end) if order is None else None
         if pool is not None and not whole_image_fits(shape, self.config, bool(rescale.input.type.per_channel),
                                                      epilogue, gate is not None):
             pool = None
-        window = self._window_pool(end) if pool is None and order is None and gate is None and n == 1 \
-            and all(isinstance(op, Clamp8) for op in epilogue) and window_tiling(
-                shape, self.config, bool(rescale.input.type.per_channel), epilogue) is not None else None
+        fits = pool is None and order is None and gate is None and self._window_fits(node, epilogue)
+        window = self._window_pool(end) if fits else None
+        joined = self._pooled_concat(end) if fits and window is None else None
+        if joined is None and any(id(user) in self.fused for user in end.node.users if user.kind == "Concat"):
+            raise AssertionError(f"'{node.name}' writes part of a pooled Concat but cannot pool it")
         if pool is not None:  # the convolution's tiles pool its result: the image never reaches DRAM
             self.fused.add(id(pool))
             end = pool.result()
@@ -235,11 +235,64 @@ class LayerBuilder:
             self.values[window.result()] = out = self._image_out(window.result())
             self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), window=True)
             return
+        if joined is not None:  # each part of the Concat pools its own channels (the pool is per channel)
+            concat, window = joined
+            self.fused.update((id(concat), id(window)))
+            if window.result() not in self.values:
+                self.values[window.result()] = self._image_out(window.result())
+            start = sum(v.type.shape[1] for v in concat.inputs[:list(concat.inputs).index(end)])
+            out = self.values[window.result()].sliced(1, start, oc, name=end.name)
+            self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), window=True)
+            return
         out = self._new(end, nhwc=True) if pool is not None else self._image_out(end)
         self.values[end] = out
         self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), order,
                    None if pool is None else "avg" if pool.kind == "AveragePool" else "max",
                    None if gate is None else gate.gate)
+
+    def _window_fits(self, node: Node, epilogue: Sequence[EpilogueOp]) -> bool:
+        """Whether the convolution `node` (its epilogue steps `monotone`) has tiles that can max pool its result
+        (`gemm.window_tiling`)."""
+        rescale = next(iter(node.users))
+        return node.input.type.shape[0] == 1 and all(monotone(op) for op in epilogue) and window_tiling(
+            _conv_shape(node), self.config, bool(rescale.input.type.per_channel), epilogue) is not None
+
+    def _pooled_concat(self, value: NodeValue) -> tuple[Node, Node] | None:
+        """The channel Concat that is `value`'s only reader and the 3x3 stride-2 max pool that is the Concat's
+        (`_window_pool`), where every part of the Concat is a convolution's result its tiles can pool: a max pool
+        is per channel, so each part pools its slice and the Concat's full image never reaches DRAM (SqueezeNet's
+        fire modules)."""
+        users = list(value.node.users)
+        concat = users[0] if len(users) == 1 and users[0].kind == "Concat" else None
+        if concat is None or len(concat.type.shape) != 4 or concat.axis % 4 != 1 or \
+                len(set(concat.inputs)) != len(concat.inputs):
+            return None
+        pool = self._window_pool(concat.result())
+        return (concat, pool) if pool is not None and all(self._pooled_part(v) for v in concat.inputs) else None
+
+    def _pooled_part(self, value: NodeValue) -> bool:
+        """Whether `value` is a convolution's result through its Rescale and `monotone` steps only, each the only
+        reader of the one before, and the convolution can pool it (`_window_fits`; nothing here marks a node
+        fused)."""
+        node = value.node
+        while not (node.kind == "Rescale" and node.input.node.kind == "Conv"):  # back to the convolution's Rescale
+            computed = [v for v in node.inputs if v is not None and not isinstance(v.node, Constant)]
+            if node.kind not in ("Max", "Min", "Rescale") or len(computed) != 1:
+                return False
+            node = computed[0].node
+        conv, epilogue, step = node.input.node, [], node.result()
+        if conv.group != 1 or len(conv.users) != 1 or conv.input in self._gates:
+            return False
+        while step != value:
+            if len(step.node.users) != 1:
+                return False
+            user = next(iter(step.node.users))
+            op = self._epilogue_step(user, step)
+            if op is None or not monotone(op):
+                return False
+            epilogue.append(op)
+            step = user.result()
+        return self._window_fits(conv, epilogue)
 
     def _window_pool(self, value: NodeValue) -> Node | None:
         """The 3x3 stride-2 unpadded max pool (keeping the type, ending on the image's last row and column) that is
@@ -679,6 +732,14 @@ class LayerBuilder:
                 return False
             node = computed[0].node
         return node.kind in ("Conv", "MaxPool", "AveragePool")
+
+
+def _conv_shape(node: Node) -> ConvShape:
+    """A Conv node's shape, as the layers tile it."""
+    _, c, h, w = node.input.type.shape
+    _, oc, oh, ow = node.type.shape
+    kh, kw = node.kernel
+    return ConvShape(c, h, w, oc, oh, ow, kh, kw, tuple(node.strides), tuple(node.dilations), tuple(node.pads[:4]))
 
 
 LAYERS: dict[str, Callable[[LayerBuilder, Node], None]] = {

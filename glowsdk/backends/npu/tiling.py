@@ -136,15 +136,15 @@ def _candidates(total: int, unit: int) -> list[int]:
 
 def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extra_buffers: int = 0,
                   vector_passes: int = 1, pitches: Pitches | None = None, whole_image: bool = False,
-                  reserved_acc: int = 0, input_passes: int = 0, batch: int = 1, exact_rows: int = 0) -> Tiling:
+                  reserved_acc: int = 0, input_passes: int = 0, batch: int = 1, row_multiple: int = 1) -> Tiling:
     """The cheapest tiling that fits; UnsupportedError if none does. `extra_buffers` int8 tiles of the
     result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each, and
     `input_passes` over each input tile before the array reads it (a channel gate); `reserved_acc` accumulator
     words are the layer's own (the gate's rows). With `whole_image`, every tile holds all the output rows (a
     global pool reduces each tile to one row), and one more accumulator row of the tile's channels is kept (the
     pool's divisor). With `batch` > 1 the layer's images may also be stacked, several to a tile
-    (`Tiling.images`), and every candidate is costed over the whole batch. With `exact_rows`, every tile has that
-    many output rows (a fused 3x3 stride-2 max pool's two)."""
+    (`Tiling.images`), and every candidate is costed over the whole batch. With `row_multiple`, every tile but
+    the last has a multiple of that many output rows (a fused 3x3 stride-2 max pool's pairs of rows)."""
     spad = config.scratchpad_bytes - reserved_spad
     acc_words = config.accumulator_bytes // 4 - reserved_acc
     best: Tiling | None = None
@@ -154,9 +154,9 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
                 continue
             words = acc_words - (n if whole_image else 0)
             rows = _largest_rows(shape, n, c, spad, words, extra_buffers)
-            if rows == 0 or whole_image and rows < shape.out_height or rows < exact_rows:
+            rows = rows if rows >= shape.out_height else rows - rows % row_multiple
+            if rows == 0 or whole_image and rows < shape.out_height:
                 continue
-            rows = exact_rows or rows
             for images in range(1, (batch if rows == shape.out_height else 1) + 1):
                 tiling = Tiling(shape.out_height if images > 1 else rows, n, c, 0, 0.0, extra_buffers,
                                 images=images)
