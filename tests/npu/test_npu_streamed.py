@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from glowsdk.backends.npu.gemm import stream_rows
+from glowsdk.backends.npu.tile_loads import stream_rows
 from glowsdk.backends.npu.tiling import ConvShape
 from isa import PRESETS
 

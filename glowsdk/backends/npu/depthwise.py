@@ -34,12 +34,12 @@ from isa.config import ArchConfig
 from isa.program import LUT_BYTES
 from isa.roofline import Workload
 
-from .gemm import (AddTensor, Clamp8, EpilogueOp, Image, Requant, compact, config_load, epilogue_specs, input_loads,
-                   load, requant_specs, tables)
+from .gemm import AddTensor, Clamp8, EpilogueOp, Requant, compact, epilogue_specs, requant_specs, tables
 from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, REDUCE, STORE, VADDI, VDIV, VMAC, Op
 from .pipeline import Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
+from .tile_loads import Image, config_load, input_loads, load
 from .tiling import ConvShape
 
 MIN_TILES = 4

@@ -39,32 +39,15 @@ from sim.timing import grouped_matmul_cycles, matmul_cycles
 
 from ...errors import UnsupportedError
 from ...numerics import requantize
-from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_POOL, CONFIG_REQUANT,
-                           CONFIG_STORE, GMATMUL, LOAD, LUT, LUT_LOAD, MATMUL, POOL, REDUCE, REQUANT, REQUANT_LUT,
+from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_POOL, CONFIG_REQUANT,
+                           CONFIG_STORE, GMATMUL, LUT, LUT_LOAD, MATMUL, POOL, REDUCE, REQUANT, REQUANT_LUT,
                            REQUANT_MUL, STORE, VADD, VADD_LUT, VADDI, VDIV, VMAX, VMULI, VSUBI, Op)
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
+from .tile_loads import Image, config_load, input_loads, load, stacked_loads, stream_rows, streamed_step
 from .tiling import (ConvShape, Pitches, Tiling, array_cycles, block_touches, choose_grouped_tiling,
                      choose_packed_tiling, choose_tiling, stacked_rows)
-
-
-@dataclass(frozen=True)
-class Image:
-    """A DRAM tensor seen as batch x rows x pixels x channels, channels contiguous."""
-
-    tensor: DramTensor
-    batch: int
-    batch_stride: int
-    row_stride: int
-    pixel_stride: int
-
-    @staticmethod
-    def of(tensor: DramTensor) -> Image:
-        if len(tensor.shape) == 4:  # N, C, H, W stored NHWC
-            return Image(tensor, tensor.shape[0], tensor.strides[0], tensor.strides[2], tensor.strides[3])
-        rows, cols = tensor.shape  # an M x K matrix: M rows of one K-channel pixel
-        return Image(tensor, 1, 0, tensor.strides[0], cols)
 
 
 @dataclass(frozen=True)
@@ -811,114 +794,6 @@ def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, oper
         VSUBI(dst_space="spad", dst=out, src_space="acc", src=acc, count=pixels * n, imm=op.zero)]
 
 
-def input_loads(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, oy1: int, c: int,
-                sram: int) -> list[Op]:
-    """Load the input rows of output rows oy0..oy1 (with their halo, c channels at `dram`) into a dense
-    rows x padded width x c image at `sram`, the padding written with the zero point."""
-    first = oy0 * s.stride[0] - s.pads[0]
-    last = first + s.in_rows(oy1 - oy0) - 1
-    y0, y1 = max(first, 0), min(last, s.height - 1)
-    pad = dict(pad_top=y0 - first, pad_bottom=last - y1, pad_left=s.pads[1], pad_right=s.pads[3], pad_value=x_zero)
-    return [CONFIG_LOAD(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride,
-                        elem_bytes=c),
-            CONFIG_PAD(**pad),
-            load(dram + y0 * src.row_stride, "spad", sram, y1 - y0 + 1, s.width),
-            CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
-
-
-def stream_rows(s: ConvShape, rows: int, c: int, n: int, dataflow: str, config: ArchConfig) -> list[tuple[int, int]]:
-    """Output rows [a, b) of a tile of `rows` rows (`c` input and `n` output channels) cut into chunks for a
-    streamed first step (Step.parts). Output-stationary: each the fewest whole rows from where the last ended that
-    fill at least one fold (the array's rows of pixels), so long as the tile's folds stay as many as the uncut
-    tile's; the rest is the last chunk. Weight-stationary, every chunk streams its pixels through every fold
-    again, a fold's fill and drain more per chunk: as many equal chunks as the wait they save (the input load but
-    the first chunk's) exceeds that cost by most, one (no cut) when no count pays."""
-    if dataflow == "ws":
-        r, cols = config.array_rows, config.array_cols
-        fill = -(-s.kh * s.kw * c // r) * -(-n // cols) * (2 * r + cols - 2)
-        load = s.in_rows(rows) * s.padded_width * c / config.dram_bytes_per_cycle
-        parts = max(range(1, min(rows, 8) + 1), key=lambda m: load * (1 - 1 / m) - (m - 1) * fill)
-        return [(rows * i // parts, rows * (i + 1) // parts) for i in range(parts)]
-    fold = config.array_rows
-    chunks, a = [], 0
-    while a < rows:
-        folds = -(-(rows - a) * s.out_width // fold)
-        b = next((b for b in range(a + 1, rows) if (b - a) * s.out_width >= fold and
-                  -(-(b - a) * s.out_width // fold) + -(-(rows - b) * s.out_width // fold) == folds), rows)
-        chunks.append((a, b))
-        a = b
-    return chunks
-
-
-def streamed_step(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, c: int, sram: int,
-                  chunks: list[tuple[int, int]], weights: list[Op], product: Op, config: Op,
-                  early: tuple[int, int] | None, shared: bool) -> Step:
-    """A tile's first step with its input loaded in row chunks (after the first, its weight block), each chunk's
-    rows computed by a MATMUL of their own that waits only for the loads up to it: the array starts once the first
-    chunk is in. A chunk whose window adds no image row (padding only) joins the one before. With `shared`, the
-    input is the row tile's that later steps read too (Step.shared)."""
-    pitch, first = s.padded_width * c, oy0 * s.stride[0] - s.pads[0]
-    loads: list[Op] = []
-    parts: list[int] = []
-    products: list[Op] = []
-    top = pad = 0
-    for a, b in chunks:
-        bottom = s.in_rows(b)  # padded input rows [top, bottom) of the tile are this chunk's to load
-        lo, hi = first + top, first + bottom - 1
-        y0, y1 = max(lo, 0), min(hi, s.height - 1)
-        rows = MATMUL(inp=sram + a * s.stride[0] * pitch, wgt=product.fields["wgt"],
-                      acc=product.fields["acc"] + a * s.out_width * product.fields["n"],
-                      rows=(b - a) * s.out_width, k=product.fields["k"], n=product.fields["n"], acc_mode=0)
-        if y1 < y0:  # padding only: computed by the chunk before's product, which waits for it
-            products[-1] = replace(products[-1], fields={**products[-1].fields,
-                                                        "rows": products[-1].fields["rows"] + rows.fields["rows"]})
-            loads[pad] = replace(loads[pad], fields={**loads[pad].fields,
-                                                     "pad_bottom": loads[pad].fields["pad_bottom"] + bottom - top})
-            top = bottom
-            continue
-        pad = len(loads) + 1
-        loads += [CONFIG_LOAD(row_stride=src.row_stride, plane_stride=0, col_stride=src.pixel_stride, elem_bytes=c),
-                  CONFIG_PAD(pad_top=y0 - lo, pad_bottom=hi - y1, pad_left=s.pads[1], pad_right=s.pads[3],
-                             pad_value=x_zero),
-                  load(dram + y0 * src.row_stride, "spad", sram + top * pitch, y1 - y0 + 1, s.width)]
-        parts.append(1)
-        products.append(rows)
-        if len(products) == 1 and weights:
-            loads += [CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0), *weights]
-            parts[0] += sum(op.mnemonic == "LOAD" for op in weights)
-        top = bottom
-    loads.append(CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0))
-    return Step([] if shared else loads, [config, *products], matrix_wait=early, shared=loads if shared else [],
-                parts=tuple(parts))
-
-
-def stacked_loads(s: ConvShape, src: Image, x_zero: int, dram: int, images: int, c: int, sram: int) -> list[Op]:
-    """Load `images` consecutive images (c channels at `dram`) one above another at `sram`, each with the zero
-    point's padding above and below it that makes it one period of the stack (ConvShape.stack_period): one
-    LOAD of a plane per image, and one more for the last image when its window reaches below the period."""
-    period = s.stack_period()
-    bottom = s.in_rows(s.out_height) - s.pads[0] - s.height
-    whole = images if bottom <= period - s.pads[0] - s.height else images - 1
-    ops = [CONFIG_LOAD(row_stride=src.row_stride, plane_stride=src.batch_stride, col_stride=src.pixel_stride,
-                       elem_bytes=c)]
-    pads = dict(pad_left=s.pads[1], pad_right=s.pads[3], pad_value=x_zero)
-    ops += [CONFIG_PAD(pad_top=s.pads[0], pad_bottom=period - s.pads[0] - s.height, **pads),
-            LOAD(dram=dram, space="spad", sram=sram, planes=whole, rows=s.height, cols=s.width)]
-    if whole < images:
-        ops += [CONFIG_PAD(pad_top=s.pads[0], pad_bottom=bottom, **pads),
-                LOAD(dram=dram + whole * src.batch_stride, space="spad",
-                     sram=sram + whole * period * s.padded_width * c, planes=1, rows=s.height, cols=s.width)]
-    return ops + [CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
-
-
 def best_dataflow(pixels: int, k: int, n: int, config: ArchConfig) -> str:
     """Of the array's dataflows, the one with fewer stall-free cycles for a pixels x k by k x n product."""
     return min(config.dataflows, key=lambda flow: matmul_cycles(pixels, k, n, flow, config))
-
-
-def config_load(row_stride: int, col_stride: int, elem_bytes: int) -> Op:
-    return CONFIG_LOAD(row_stride=row_stride, plane_stride=0, col_stride=col_stride, elem_bytes=elem_bytes)
-
-
-def load(dram: int, space: str, sram: int, rows: int, cols: int) -> Op:
-    return LOAD(dram=dram, space=space, sram=sram, planes=1, rows=rows, cols=cols)

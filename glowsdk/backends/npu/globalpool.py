@@ -17,11 +17,11 @@ from typing import Callable
 from isa.config import ArchConfig
 
 from ...errors import UnsupportedError
-from .gemm import Image
 from .instructions import CONFIG_LOAD, CONFIG_STORE, LOAD, REDUCE, STORE, VADDI, VDIV, Op
 from .pipeline import Step, Tile
 from .scratchpad import align, align_down
 from .tensors import DramTensor
+from .tile_loads import Image
 
 MAX_CHANNELS = 4095
 """VDIV's column count is 12 bits."""

@@ -36,8 +36,9 @@ from sim.timing import matmul_cycles
 
 from ...errors import UnsupportedError
 from ...graph.node import Node
-from .gemm import AddTensor, EpilogueOp, GemmLayer, Image, Packing, Requant, compact, vector_passes
+from .gemm import AddTensor, EpilogueOp, GemmLayer, Packing, Requant, compact, vector_passes
 from .tensors import DramTensor
+from .tile_loads import Image
 from .tiling import ConvShape, Pitches, choose_grouped_tiling, packable
 
 LAYER_OVERHEAD_CYCLES = 400

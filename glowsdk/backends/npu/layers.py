@@ -28,7 +28,7 @@ from ...graph.types import ElemKind
 from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .broadcast import RowBroadcastLayer
-from .gemm import (AddTensor, ChannelGate, Clamp8, EpilogueOp, GemmLayer, Image, Lut8, Requant, Rescale8, gateable,
+from .gemm import (AddTensor, ChannelGate, Clamp8, EpilogueOp, GemmLayer, Lut8, Requant, Rescale8, gateable,
                    monotone, whole_image_fits, window_tiling)
 from .gather import gather_layer
 from .gate import GateLayer
@@ -44,6 +44,7 @@ from .tensors import DramPlanner, DramTensor, dense_strides, nhwc_strides
 from .support import product_form, quantized_form_ok, whole_image_window
 from .product import ProductLayer
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
+from .tile_loads import Image
 from .tiling import ConvShape
 from .vector import ElementwiseLayer, PoolLayer, check_requant
 

@@ -18,10 +18,11 @@ from isa.config import ArchConfig
 
 from .emitter import Emitter, Sync
 from .depthwise import DepthwiseLayer
-from .gemm import GemmLayer, config_load, load
+from .gemm import GemmLayer
 from .layers import Layer
 from .pipeline import PREFETCH
 from .scratchpad import align, align_down
+from .tile_loads import config_load, load
 
 
 def plan_prefetches(layers: list[Layer], config: ArchConfig) -> None:

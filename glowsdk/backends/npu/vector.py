@@ -18,11 +18,11 @@ from isa.config import ArchConfig
 from isa.program import LUT_BYTES
 
 from ...errors import UnsupportedError
-from .gemm import Image
 from .instructions import (CONFIG_LOAD, CONFIG_POOL, CONFIG_REQUANT, CONFIG_STORE, LOAD, LUT, LUT_LOAD, POOL, REQUANT,
                            STORE, VADD, VADDI, VMAX, VMIN, VSUB, VSUBI, Op)
 from .pipeline import Step, Tile
 from .tensors import DramTensor
+from .tile_loads import Image
 
 CHUNK = 32768
 PIPELINE_TILES = 4
