@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from cpu_util import check, make, run_both
+from cpu_util import check, make, run_both, run_on_avx2
 from glowsdk.graph import ElemKind
 from glowsdk.graph.nodes import elementwise as ew, linalg
 
@@ -164,3 +164,38 @@ def test_a_second_tensor_read_later_keeps_its_own_step():
              helper.make_node("Div", ["c", "six"], ["t"]), helper.make_node("Mul", ["c", "t"], ["y"])]
     steps = _against_onnxruntime(*_onnx_convs(nodes, ["y", "t"]))
     assert ("Conv", []) in steps and not any("Div" in epilogue for _, epilogue in steps)
+
+
+def _matmul_gelu(seed: int = 0):
+    """x (1 x 6 x 6 x 24, channels last, as ConvNeXt's blocks run) @ w, then GELU as PyTorch exports
+    it below opset 20 (Div by sqrt 2, Erf, Add 1, Mul by x, Mul by 0.5), then @ w2."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    weights = [numpy_helper.from_array(rng.standard_normal((24, 40)).astype(np.float32) / 4, "w"),
+               numpy_helper.from_array(rng.standard_normal((40, 24)).astype(np.float32) / 4, "w2")]
+    weights += [numpy_helper.from_array(np.array(v, np.float32), name)
+                for name, v in (("root2", np.sqrt(2)), ("one", 1.0), ("half", 0.5))]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Div", ["m", "root2"], ["d"]),
+             helper.make_node("Erf", ["d"], ["e"]), helper.make_node("Add", ["e", "one"], ["a"]),
+             helper.make_node("Mul", ["m", "a"], ["g"]), helper.make_node("Mul", ["g", "half"], ["h"]),
+             helper.make_node("MatMul", ["h", "w2"], ["y"])]
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 6, 6, 24])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 6, 6, 24])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    return model, {"x": (2 * rng.standard_normal((1, 6, 6, 24))).astype(np.float32)}
+
+
+def test_gelu_runs_in_the_matmul_store():
+    """The GELU's erf(x / sqrt 2) + 1 lands in a tensor nothing reads afterwards and the product in
+    the MatMul's result, seen through a reshaping view (rows x columns as 1 x H x W x C): the MatMul
+    applies the whole GELU as it stores, its Erf on vectors (vmath.py)."""
+    steps = _against_onnxruntime(*_matmul_gelu())
+    assert steps[0] == ("MatMul", ["Mul", "Erf", "Mul", "Add", "Mul"]), steps
+    assert [kinds for kinds, _ in steps] == ["MatMul", "MatMul"]
+
+
+def test_gelu_in_the_matmul_store_on_avx2():
+    """The same on code compiled without AVX-512 (8 lanes), in a child process."""
+    run_on_avx2(__file__, "t.test_gelu_runs_in_the_matmul_store()\n")

@@ -8,7 +8,8 @@ single element (the zero of a ReLU). The GEMM then computes them on each C
 vector before its one store, with the same `scalar` semantics element-wise
 kernels use (scalar.py builds on vectors as well), so the output is written once.
 A run may also write other tensors of the result's shape that nothing reads after
-it (a HardSwish's clamped x / 6 + 0.5): those live in vectors only.
+it (a HardSwish's clamped x / 6 + 0.5, a GELU's erf(x / sqrt 2) + 1): those live
+in vectors only.
 """
 from __future__ import annotations
 
@@ -22,13 +23,17 @@ from ..codegen.module import KernelContext, Step
 from .gemm import Epilogue, load_vector, offset, splat
 from .scalar import SCALARS
 
-VECTOR_KINDS = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min"})
-"""Element-wise kinds whose `scalar` builds on vectors unchanged (plain arithmetic, intrinsics)."""
+VECTOR_KINDS = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Exp", "Tanh", "Erf"})
+"""Element-wise kinds whose float32 `scalar` builds on vectors unchanged: plain arithmetic,
+intrinsics, and vmath.py's straight-line polynomials (a GELU's Erf runs in a MatMul's store)."""
 
 
 def same_bytes(program: Any, a: Any, b: Any) -> bool:
-    """Whether two operands are the same elements: same region, offset, shape and kind."""
-    return program.plan.address(a) == program.plan.address(b) and a.type == b.type
+    """Whether two operands are the same elements in the same order: same region, offset, element
+    kind and count (a reshaping view of a result, such as a MatMul's rows seen as N x H x W x C
+    by the GELU after it, holds the same elements at the same flat indices)."""
+    return program.plan.address(a) == program.plan.address(b) and a.type.elem is b.type.elem \
+        and a.type.size == b.type.size
 
 
 def _disjoint(program: Any, a: Any, b: Any) -> bool:
@@ -39,13 +44,14 @@ def _disjoint(program: Any, a: Any, b: Any) -> bool:
 def _applies(program: Any, registers: list[Any], instr: Any) -> bool:
     """Whether element-wise `instr` can run on vectors in a float32 kernel's store, `registers` the
     values held in vectors there (the result first): its result is one of them or a new one of the
-    result's shape, it reads at least one of them, and every other source is a single element or
-    a float32 tensor of the result's shape sharing no byte with any of them."""
+    result's size, it reads at least one of them, and every other source is a single element or
+    a float32 tensor of the result's size sharing no byte with any of them (element counts, not
+    shapes: a reshaping view holds its elements at the same flat indices)."""
     result = registers[0]
     if instr.kind not in VECTOR_KINDS or instr.operands[0].type.elem is not ElemKind.FLOAT32:
         return False
     dest = instr.operands[0]
-    if dest.type.shape != result.type.shape:
+    if dest.type.size != result.type.size:
         return False
     if not any(same_bytes(program, dest, r) for r in registers) and \
             not all(_disjoint(program, dest, r) for r in registers):
@@ -58,7 +64,7 @@ def _applies(program: Any, registers: list[Any], instr: Any) -> bool:
             continue
         if value.type.elem is not ElemKind.FLOAT32 or not all(_disjoint(program, value, r) for r in registers):
             return False
-        if value.type.size != 1 and value.type.shape != result.type.shape:
+        if value.type.size not in (1, result.type.size):
             return False
     return True
 
