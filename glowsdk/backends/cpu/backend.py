@@ -14,7 +14,8 @@ out (a memory-bound network would otherwise spend as long copying as computing;
 the 4M-float element-wise chain copied 16 MB in and 16 MB out around a 2 ms
 kernel). Only an input that is not a C-contiguous array starting on an
 INPLACE_ALIGNMENT boundary is first copied into its slot of the placeholder
-region. The supported primitives are exactly the kernel table's kinds.
+region. The supported primitives are exactly the kernel table's kinds; the table's other kinds
+(LayerNorm, Softmax) are kept unlowered where their kernel takes the node.
 """
 from __future__ import annotations
 
@@ -193,6 +194,16 @@ class CpuFunction(CompiledFunction):
         return format_profile(times), [t.as_dict() for t in times]
 
 
+def fused_kernel(node: Node) -> bool:
+    """Whether `node` is a kind that is no primitive but has a kernel of its own in the table, and
+    the kernel takes it (its element kinds, its `accepts` rule)."""
+    record = KERNELS.get(node.kind)
+    if record is None or node.kind in PRIMITIVES:
+        return False
+    kinds = [t.elem for t in node.types] + [v.type.elem for v in node.present_inputs()]
+    return all(kind in record.elems for kind in kinds) and record.supports(node)
+
+
 class CpuBackend(Backend):
     """Compiles to host machine code with LLVM; runs what the kernel table covers."""
 
@@ -206,7 +217,12 @@ class CpuBackend(Backend):
     """The imported function `load_compiled` missed, its key and the cache asked, until `keep_compiled`."""
 
     def is_op_supported(self, node: Node) -> bool:
-        return super().is_op_supported(node) and KERNELS[node.kind].supports(node)
+        return fused_kernel(node) or (super().is_op_supported(node) and KERNELS[node.kind].supports(node))
+
+    def should_lower(self, node: Node) -> bool:
+        """A high-level node the kernel table computes in one kernel (a LayerNorm, a Softmax:
+        kernels/normalize.py) is kept; every other one is lowered."""
+        return not fused_kernel(node)
 
     def device_info(self) -> DeviceInfo:
         # one core's measured order of magnitude (resnet50 runs at ~70 GMAC/s a thread); on the host, so no link
