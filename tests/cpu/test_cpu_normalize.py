@@ -107,7 +107,8 @@ def test_float16_layer_norm_is_lowered():
 
 def test_avx2_code_agrees():
     """The same kernels compiled without AVX-512 (8 lanes: other whole vectors and tails), in a child process."""
-    run_on_avx2(__file__, "for shape, axis, bias in [((1, 7, 7, 96), 3, True), ((2, 37), 1, True), ((3, 5, 24), 1, False)]:\n"
+    run_on_avx2(__file__, "for shape, axis, bias in [((1, 7, 7, 96), 3, True), ((2, 37), 1, True),\n"
+                "                             ((3, 5, 24), 1, False)]:\n"
                 "    assert t._against_onnxruntime(*t._layer_norm(shape, axis, bias), threads=2) == ['LayerNorm']\n"
                 "t.test_layer_norm_mean_and_inv_std_dev()\n"
                 "for shape in [(1, 3, 197, 197), (2, 4, 33), (5, 16)]:\n"

@@ -15,7 +15,7 @@ the 4M-float element-wise chain copied 16 MB in and 16 MB out around a 2 ms
 kernel). Only an input that is not a C-contiguous array starting on an
 INPLACE_ALIGNMENT boundary is first copied into its slot of the placeholder
 region. The supported primitives are exactly the kernel table's kinds; the table's other kinds
-(LayerNorm, Softmax) are kept unlowered where their kernel takes the node.
+(LayerNorm, Softmax, bilinear Resize) are kept unlowered where their kernel takes the node.
 """
 from __future__ import annotations
 
@@ -221,7 +221,7 @@ class CpuBackend(Backend):
 
     def should_lower(self, node: Node) -> bool:
         """A high-level node the kernel table computes in one kernel (a LayerNorm, a Softmax:
-        kernels/normalize.py) is kept; every other one is lowered."""
+        kernels/normalize.py; a bilinear Resize: kernels/resize.py) is kept; every other one is lowered."""
         return not fused_kernel(node)
 
     def device_info(self) -> DeviceInfo:
