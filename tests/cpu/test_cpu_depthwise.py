@@ -1,9 +1,10 @@
 """Depthwise convolutions (kernels/depthwise.py) against onnxruntime, on AVX-512 and AVX2 code.
 
-The cases cover both of the kernel's paths: straight from the input rows (stride 1:
-planes wider than a vector, with whole vectors in a loop and masked edges; planes
-narrower than one; dilation and uneven pads; a depth multiplier; stride 2 with 3 taps)
-and through the phase planes (stride 2 with 5 taps). A residual Add and a Clip run in the convolution's store.
+The cases cover both of the kernel's paths: straight from the input rows, in blocks of
+output rows with a shorter last block (stride 1: planes wider than a vector, with whole
+vectors in a loop and masked edges; planes narrower than one, on narrower vectors down
+to 4 lanes; dilation and uneven pads; a depth multiplier; column stride 2 with 3 and 5
+taps; row stride 2 alone) and through the phase planes (stride 3). A residual Add and a Clip run in the convolution's store.
 The AVX2 code (8 lanes) is compiled in a child process (GLOWSDK_CPU_ISA is read once
 per process).
 """
@@ -27,7 +28,10 @@ CASES = [  # name, input shape, kernel, strides, pads (top, left, bottom, right)
     ("dilated-uneven-pads", (1, 3, 12, 37), (3, 5), (1, 1), (2, 0, 1, 3), (2, 1), 1),
     ("multiplier", (1, 3, 10, 20), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),
     ("stride-2", (1, 5, 15, 33), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
-    ("stride-2-5x5-phase-planes", (1, 4, 17, 19), (5, 5), (2, 2), (2, 2, 2, 2), (1, 1), 1),
+    ("stride-2-5x5", (1, 4, 17, 19), (5, 5), (2, 2), (2, 2, 2, 2), (1, 1), 1),
+    ("row-stride-2", (1, 3, 11, 20), (3, 3), (2, 1), (1, 1, 1, 1), (1, 1), 1),
+    ("rows-of-3-on-4-lanes", (1, 3, 6, 3), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ("stride-3-phase-planes", (1, 4, 17, 19), (5, 5), (3, 3), (2, 2, 2, 2), (1, 1), 1),
 ]
 
 

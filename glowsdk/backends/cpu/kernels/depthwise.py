@@ -26,17 +26,22 @@ strides (sr, sc):
    through the element-wise instructions stacked onto the convolution (epilogue.py:
    the Clip or ReLU after it), so the output is written once.
 
-Column stride 1, and 2 with at most 3 taps (`takes_rows`), skip the phase planes
-(`_emit_rows`): each output row is computed straight from the input rows its taps read,
-a vector of output columns at a time, each tap one load (at stride 2, the even or odd
-lanes of two loads) (a row above or below the plane reads a zeroed row instead; lanes
-left or right of the plane are masked off, whole vectors inside it run in a loop),
-stored through the epilogue. The copy in, the flat loop's dropped columns and the copy
-out are gone: at batch 1, one thread (alone, median thread CPU time), mnasnet1_0's
-32-channel 112 x 112 layer went from 0.31 to 0.15 ms, mobilenet_v2's 144-channel
-56 x 56 from 0.31 to 0.19 ms, 960 x 7 x 7 from 0.051 to 0.032 ms; at stride 2,
-mobilenet_v2's 96-channel 112 x 112 from 0.42 to 0.24 ms, 144 x 56 x 56 from 0.12 to
-0.08 ms.
+Column strides 1 and 2 (`takes_rows`) skip the phase planes (`_emit_rows`): output
+rows are computed straight from the input rows their taps read, a vector of output
+columns at a time, each tap one load (at stride 2, the even or odd lanes of two loads)
+(a row above or below the plane reads a zeroed row instead; lanes left or right of the
+plane are masked off, whole vectors inside it run in a loop), stored through the
+epilogue. The copy in, the flat loop's dropped columns and the copy out are gone: at
+batch 1, one thread (alone, median thread CPU time), mnasnet1_0's 32-channel 112 x 112
+layer went from 0.31 to 0.15 ms, mobilenet_v2's 144-channel 56 x 56 from 0.31 to
+0.19 ms, 960 x 7 x 7 from 0.051 to 0.032 ms; at stride 2, mobilenet_v2's 96-channel
+112 x 112 from 0.42 to 0.24 ms, 144 x 56 x 56 from 0.12 to 0.08 ms. BLOCK_ROWS output
+rows are computed together, so a loaded input row serves every one of them that reads
+it, and a row shorter than half a vector takes narrower vectors (`row_lanes`: a 7-wide
+row fills 7 of 8 lanes, not 7 of 16). Alone, one thread (minimum of cycle counters),
+against one row at a time on full vectors: 5x5 over 1152 x 7 x 7 96 -> 43 us, 480 x
+14 x 14 98 -> 65, 120 x 28 x 28 97 -> 66, 576 x 14 x 14 at stride 2 48 -> 32; 3x3 over
+960 x 7 x 7 26 -> 19, 384 x 14 x 14 37 -> 26 us.
 
 3-d depthwise convolutions and half kinds stay on the general direct loop. Threads
 share the (image, filter) planes.
@@ -59,6 +64,14 @@ from .window import Dim, window_dims
 
 MAX_TAPS = 81
 """Taps unrolled into the loop body at most (9 x 9): larger filters take the general loop."""
+BLOCK_ROWS = 4
+"""Output rows `_emit_rows` computes together, each loaded (or shuffled) input row vector serving all
+of them whose taps read it. One row at a time, a 5x5 filter loaded 25 vectors for 25 FMAs (line-split
+loads, the load ports the bound); 4 rows load 8 x 5 for 100 FMAs, and with the filter's 25 taps
+in registers 4 accumulators still fit 32 (a 16-register AVX2 host spills taps either way). Alone,
+one thread, minimum of cycle counters, 1 / 2 / 4 / 8 rows: 5x5 480 channels 14 x 14 106 / 79 / 65 / 60 us,
+120 x 28 x 28 92 / 74 / 67 / 65; 3x3 384 x 14 x 14 39 / 27 / 27 / 27; AVX2 code 4 rows against 1:
+5x5 14 x 14 163 -> 110 us, 3x3 14 x 14 52 -> 39."""
 MAX_STRIDE = 4
 """Largest stride taken here (its square is the number of phase planes)."""
 
@@ -228,17 +241,19 @@ def _copy_out(ctx: KernelContext, phases: Phases, y: ir.Value, out: ir.Value, pl
 
 
 def takes_rows(cols: Dim) -> bool:
-    """Whether `_emit_rows` computes a convolution of these columns: stride 1, or stride 2 with at
-    most 3 taps. At stride 2 a tap's vector is the even (or odd) lanes of two consecutive loads, one
-    shuffle each, and shuffles share one port: 5 taps a row (mnasnet1_0's 5x5 layers) ran 15-25%
-    slower than on the phase planes, 3 taps up to twice as fast."""
-    return cols.stride == 1 or (cols.stride == 2 and cols.kernel <= 3)
+    """Whether `_emit_rows` computes a convolution of these columns: stride 1 or 2. At stride 2 a
+    tap's vector is the even (or odd) lanes of two consecutive loads, one shuffle each; once a
+    shuffled row serves a block of output rows (BLOCK_ROWS), 5 taps a row beat the phase planes
+    too (alone, one thread, median of cycle counters: 576 channels 14 -> 7 47.5 -> 31.8 us,
+    240 28 -> 14 60.8 -> 53.4 us; AVX2 code 58.6 -> 52.1, 78.0 -> 75.4 us)."""
+    return cols.stride <= 2
 
 
 def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
-    """A depthwise convolution straight from the input plane to the output, a row of output
-    vectors at a time: every tap of a vector is one load from an input row (at column stride 2,
-    two loads and a shuffle keeping every other element, shared by a tap and the next one); a row
+    """A depthwise convolution straight from the input plane to the output, a block of output rows
+    a vector of columns at a time: every tap of a vector is one load from an input row (at column
+    stride 2, two loads and a shuffle keeping every other element, shared by a tap and the next
+    one), and a load serves every output row of the block whose taps read that input row; a row
     above or below the plane reads a row of zeros instead, the lanes left or right of it are
     masked off."""
     instr = step.instrs[0]
@@ -247,7 +262,7 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
     filters = instr.filter.type.shape[0]
     per_channel = filters // channels
     plane_in, plane_out = rows.size * cols.size, rows.out * cols.out
-    lanes = host_vectors().lanes
+    lanes = row_lanes(cols)
     step_ = cols.stride
     x, out, w = ctx.address(instr.input), ctx.address(instr.operands[0]), ctx.address(instr.filter)
     b = ctx.address(instr.bias) if instr.bias is not None else None
@@ -256,7 +271,6 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
     with loop(builder, cols.size, name="zero") as i:
         store(builder, zero, zeros, ElemKind.FLOAT32, i)
     epilogue = stacked_epilogue(ctx, step)
-    taps = [(ky, kx) for ky in range(rows.kernel) for kx in range(cols.kernel)]
     picks = [ir.Constant(ir.VectorType(I32, lanes), [step_ * lane + phase for lane in range(lanes)])
              for phase in range(step_)]
 
@@ -280,42 +294,53 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
         n, m = builder.udiv(nm, i64(filters)), builder.urem(nm, i64(filters))
         channel = builder.add(builder.mul(n, i64(channels)), builder.udiv(m, i64(per_channel)))
         plane = offset(builder, x, builder.mul(channel, i64(plane_in)))
-        first_tap = builder.mul(m, i64(len(taps)))
-        weights = [splat(builder, load(builder, w, ElemKind.FLOAT32, builder.add(first_tap, i64(k))), lanes)
-                   for k in range(len(taps))]
+        first_tap = builder.mul(m, i64(rows.kernel * cols.kernel))
+        weights = [[splat(builder, load(builder, w, ElemKind.FLOAT32,
+                                        builder.add(first_tap, i64(ky * cols.kernel + kx))), lanes)
+                    for kx in range(cols.kernel)] for ky in range(rows.kernel)]
         bias = splat(builder, load(builder, b, ElemKind.FLOAT32, m) if b is not None else zero, lanes)
-        with loop(builder, rows.out, name="oh") as oh:
-            sources = []
-            for ky in range(rows.kernel):
-                ih = builder.add(builder.mul(oh, i64(rows.stride)), i64(ky * rows.dilation - rows.begin))
-                row = offset(builder, plane, builder.mul(ih, i64(cols.size)))
-                sources.append(builder.select(builder.icmp_unsigned("<", ih, i64(rows.size)), row, zeros))
-            row_out = builder.add(builder.mul(nm, i64(plane_out)), builder.mul(oh, i64(cols.out)))
 
-            def vector(first: ir.Value, edge: int | None, count: int) -> None:
-                """The output vector at column `first`: a runtime value in the interior loop (edge
-                None), else the compile-time column `edge` (its loads masked)."""
-                total = bias
-                loaded: dict[tuple[int, int], list[ir.Value]] = {}
-                for k, (ky, kx) in enumerate(taps):
-                    begin, phase = load_start(0, kx)
-                    if (ky, begin) not in loaded:
-                        column = builder.add(builder.mul(first, i64(step_)), i64(begin))
-                        parts = []
-                        for part in range(step_):
-                            pointer = builder.gep(sources[ky], [builder.add(column, i64(part * lanes))],
-                                                  source_etype=F32)
-                            mask = masks(edge, kx)[part] if edge is not None else None
-                            parts.append(builder.load(pointer, typ=vector_type(lanes), align=4)
-                                         if mask is None or all(mask) else masked_load(ctx, pointer, mask, lanes))
-                        loaded[(ky, begin)] = parts
-                    parts = loaded[(ky, begin)]
-                    tap = parts[0] if step_ == 1 else builder.shuffle_vector(parts[0], parts[1], picks[phase])
-                    total = fma(ctx, weights[k], tap, total)
-                at = builder.add(row_out, first)
-                if epilogue is not None:
-                    total = epilogue(total, at, count)
-                store_vector(ctx, total, offset(builder, out, at), lanes, count)
+        def output_rows(first_row: ir.Value, count: int) -> None:
+            """Output rows first_row .. first_row + count - 1."""
+            # Input row `d` of the block is first_row x stride + d - pad; output row r reads the
+            # block's rows r x stride + ky x dilation.
+            reads = [[r * rows.stride + ky * rows.dilation for ky in range(rows.kernel)] for r in range(count)]
+            sources = {}
+            for d in sorted({d for row in reads for d in row}):
+                ih = builder.add(builder.mul(first_row, i64(rows.stride)), i64(d - rows.begin))
+                row = offset(builder, plane, builder.mul(ih, i64(cols.size)))
+                sources[d] = builder.select(builder.icmp_unsigned("<", ih, i64(rows.size)), row, zeros)
+            row_outs = [builder.add(builder.mul(nm, i64(plane_out)),
+                                    builder.mul(builder.add(first_row, i64(r)), i64(cols.out))) for r in range(count)]
+
+            def vector(first: ir.Value, edge: int | None, width: int) -> None:
+                """The output vectors at column `first` of the rows: a runtime value in the interior
+                loop (edge None), else the compile-time column `edge` (its loads masked)."""
+                totals = [bias] * count
+                for d, source in sources.items():
+                    readers = [(r, row.index(d)) for r, row in enumerate(reads) if d in row]  # (r, ky)
+                    loaded: dict[int, list[ir.Value]] = {}
+                    for kx in range(cols.kernel):
+                        begin, phase = load_start(0, kx)
+                        if begin not in loaded:
+                            column = builder.add(builder.mul(first, i64(step_)), i64(begin))
+                            parts = []
+                            for part in range(step_):
+                                pointer = builder.gep(source, [builder.add(column, i64(part * lanes))],
+                                                      source_etype=F32)
+                                mask = masks(edge, kx)[part] if edge is not None else None
+                                parts.append(builder.load(pointer, typ=vector_type(lanes), align=4)
+                                             if mask is None or all(mask) else masked_load(ctx, pointer, mask, lanes))
+                            loaded[begin] = parts
+                        parts = loaded[begin]
+                        tap = parts[0] if step_ == 1 else builder.shuffle_vector(parts[0], parts[1], picks[phase])
+                        for r, ky in readers:
+                            totals[r] = fma(ctx, weights[ky][kx], tap, totals[r])
+                for r, total in enumerate(totals):
+                    at = builder.add(row_outs[r], first)
+                    if epilogue is not None:
+                        total = epilogue(total, at, width)
+                    store_vector(ctx, total, offset(builder, out, at), lanes, width)
 
             for v in range(vectors):
                 if low <= v < high:
@@ -324,3 +349,21 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
                             vector(builder.mul(inner, i64(lanes)), None, lanes)
                     continue
                 vector(i64(v * lanes), v * lanes, min(lanes, cols.out - v * lanes))
+
+        blocks, tail = divmod(rows.out, BLOCK_ROWS)
+        if blocks:
+            with loop(builder, blocks, name="oh") as ob:
+                output_rows(builder.mul(ob, i64(BLOCK_ROWS)), BLOCK_ROWS)
+        if tail:
+            output_rows(i64(blocks * BLOCK_ROWS), tail)
+
+
+def row_lanes(cols: Dim) -> int:
+    """Lanes of `_emit_rows`' vectors: the host's, or fewer (at least 4) where an output row is
+    shorter, so a 7-wide row is not a third of a 16-lane vector."""
+    lanes = host_vectors().lanes
+    while lanes > 4 and lanes // 2 >= cols.out:
+        lanes //= 2
+    return lanes
+
+
