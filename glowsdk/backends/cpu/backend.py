@@ -36,6 +36,7 @@ from ...graph.function import Function
 from ...graph.inputs import check_inputs, declared_inputs
 from ...graph.node import Node, Placeholder
 from . import bundle, heap
+from .gate_filter import fold_gates
 from .cache import CompileCache, cache_key, imported_key
 from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step, last_reads
 from .codegen.threads import PARALLEL_MIN_US
@@ -223,6 +224,10 @@ class CpuBackend(Backend):
         """A high-level node the kernel table computes in one kernel (a LayerNorm, a Softmax:
         kernels/normalize.py; a bilinear Resize: kernels/resize.py) is kept; every other one is lowered."""
         return not fused_kernel(node)
+
+    def transform_post_lowering(self, function: Function) -> bool:
+        """Squeeze-and-excitation gates fold into the filter of the 1x1 convolution after them (gate_filter.py)."""
+        return fold_gates(function)
 
     def device_info(self) -> DeviceInfo:
         # one core's measured order of magnitude (resnet50 runs at ~70 GMAC/s a thread); on the host, so no link
