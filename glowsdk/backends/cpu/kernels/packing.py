@@ -264,7 +264,12 @@ def column_source(ctx: KernelContext, window: Window, gemm: Gemm, source: ir.Val
     low, high = min(shifts), max(shifts) + gemm.tile_columns
 
     def prefetch_channel(channel: ir.Value) -> None:
-        later = offset(builder, source, builder.add(builder.mul(builder.add(channel, i64(ahead)), i64(plane)), first))
+        # `ahead` channels on, past the last one: the next column tiles' first channels (a 1x1
+        # convolution over 16 or 32 channels would otherwise prefetch nothing it reads)
+        target = builder.add(channel, i64(ahead))
+        tiles, within = builder.udiv(target, i64(window.channels)), builder.urem(target, i64(window.channels))
+        column = builder.add(first, builder.mul(tiles, i64(gemm.tile_columns)))
+        later = offset(builder, source, builder.add(builder.mul(within, i64(plane)), column))
         for line in range(low, high + CACHE_LINE // 4, CACHE_LINE // 4):
             prefetch(ctx, offset(builder, later, line))
     return Source(window.taps, load, prefetch_channel)
