@@ -10,7 +10,7 @@ offset, and the JIT (backend.py) fills it with the caller's input arrays and
 the output arrays it returns, so a run copies no tensor in or out.
 Each step (one instruction, or a stack of element-wise ones) becomes an internal
 function of (activations, packed, one pointer per group of its operands,
-thread, threads, slot), named after its instructions so a dump reads like the IR, and
+thread, threads, slot, phase), named after its instructions so a dump reads like the IR, and
 the entry point calls them in program order, passing each group's address
 (sharing.py: steps that differ only in their operands' addresses share one
 function). Every pointer argument is `noalias` (groups share no byte), which
@@ -26,7 +26,10 @@ splits its work and is worth splitting (threads.PARALLEL_MIN_US) is shared in
 chunks the threads take, any other runs on thread 0 only (as thread 0 of 1). A
 kernel's (thread, threads) say which share of its work a call computes; `slot` is
 the thread making the call, whose per-thread scratch it uses (a thread may run
-another's share, threads.py).
+another's share, threads.py). A kernel may run in phases (`KernelContext.phases`): the
+entry calls it once per phase, `phase` 0, 1, .., each call shared (or alone) like a kernel
+of its own, so every thread has finished a phase before any starts the next: a GEMM
+split by input channels sums the threads' partial products in its second phase.
 `glowsdk_main` is thread 0 of 1; pool.py adds a persistent worker pool that runs
 the thread entry on the caller's thread and every worker that joins (or, in a
 program that shares no kernel, on the caller's alone). The entry's calls are
@@ -76,8 +79,11 @@ REGIONS = ("constants", "activations", "placeholders")
 THREAD_ARGUMENTS = ("constants", "activations", "bindings")
 """The pointer arguments of the thread entry (then thread and threads, i32)."""
 KERNEL_ARGUMENTS = ("activations", "packed")
-"""A kernel's first pointer arguments (then one per operand group, thread, threads and slot):
-the activations region (its scratch area) and the step's first packed constant."""
+"""A kernel's first pointer arguments (then one per operand group, thread, threads, slot and
+phase): the activations region (its scratch area) and the step's first packed constant."""
+KERNEL_COUNTS = ("thread", "threads", "slot", "phase")
+"""A kernel's last arguments (i32): the share it computes (`thread` of `threads`), the thread
+making the call, and the phase (KernelContext.phases)."""
 SCRATCH_SLOT_GAP = 64
 """Unused bytes (a cache line) between two threads' scratch slots, which start on cache lines: no
 aligned pair of lines (Intel's L2 prefetcher fetches lines in pairs) holds bytes of two slots.
@@ -105,12 +111,14 @@ class KernelContext:
         self.builder = ir.IRBuilder(self._body)
         self._activations, self._packed = function.args[:2]
         self._operands = operands
-        self._groups = function.args[len(KERNEL_ARGUMENTS):-3]
+        self._groups = function.args[len(KERNEL_ARGUMENTS):-len(KERNEL_COUNTS)]
         self.packing: list[tuple[_Packing, int]] = []
         """The packed constants this kernel reads and their constants-region offsets, in the order
         it asked for them."""
-        self.thread, self.threads, self.slot = function.args[-3:]
+        self.thread, self.threads, self.slot, self._phase = function.args[-len(KERNEL_COUNTS):]
         self.parallel = False
+        self.phase_count = 1
+        self._scratch_used = 0
         self.position: Callable[[], ir.Value] | None = None
         """The flat index in the result of the element being computed, where a loop sets it (the
         element-wise kernel): per-channel constants of a scalar find their channel from it."""
@@ -120,6 +128,14 @@ class KernelContext:
         runs on every thread (any other runs on thread 0 alone)."""
         self.parallel = True
         return split(self.builder, count, self.thread, self.threads)
+
+    def phases(self, count: int) -> ir.Value:
+        """The phase this call runs (i32, 0 to `count` - 1): the kernel is called `count` times, each
+        call shared among the threads (or alone) like a kernel of its own, so all threads have
+        finished a phase before any starts the next. Scratch memory keeps its contents between
+        the phases of one run."""
+        self.phase_count = count
+        return self._phase
 
     def thread_scratch(self, nbytes: int) -> ir.Value:
         """A pointer to `nbytes` of scratch memory (64-byte aligned) of the thread making the
@@ -152,8 +168,10 @@ class KernelContext:
 
     def scratch(self, nbytes: int) -> ir.Value:
         """A pointer to `nbytes` of scratch memory in the activations region, this kernel's alone
-        while it runs (64-byte aligned)."""
-        offset = self.owner.scratch_offset(nbytes)
+        while it runs (64-byte aligned), after any it asked for before."""
+        start = self._scratch_used
+        self._scratch_used = aligned(start + nbytes, 64)
+        offset = self.owner.scratch_offset(self._scratch_used) + start
         return self.builder.gep(self._activations, [i64(offset)], inbounds=True, source_etype=I8)
 
     def declare(self, name: str, signature: ir.FunctionType) -> ir.Function:
@@ -287,14 +305,15 @@ class _Packing:
 class _Kernel:
     """A built kernel: its function, whether it splits its work among threads, the constants it
     packs and their byte offsets from the first (where it reads them from its `packed` argument),
-    and which of its operand groups it reads at all (a kernel that packs a filter never reads the
-    original: the entry passes no address for it, and `finish` drops the weight)."""
+    which of its operand groups it reads at all (a kernel that packs a filter never reads the
+    original: the entry passes no address for it, and `finish` drops the weight), and its phases."""
 
     function: ir.Function
     parallel: bool
     packing: tuple[_Packing, ...]
     layout: tuple[int, ...]
     reads: tuple[bool, ...]
+    phases: int = 1
 
 
 @dataclass(frozen=True)
@@ -410,8 +429,8 @@ class ModuleBuilder:
 
     def _function(self, name: str, linkage: str, pointers: Sequence[str], slot: bool = False) -> ir.Function:
         """A function of the named noalias pointers, then (thread, threads), then with `slot` (a
-        kernel) the thread making the call."""
-        counts = ["thread", "threads", "slot"] if slot else ["thread", "threads"]
+        kernel) the thread making the call and the phase."""
+        counts = list(KERNEL_COUNTS) if slot else ["thread", "threads"]
         signature = ir.FunctionType(I32, [PTR] * len(pointers) + [I32] * len(counts))
         function = ir.Function(self.module, signature, self.unique(name))
         function.linkage = linkage
@@ -461,8 +480,9 @@ class ModuleBuilder:
         offsets = [offset for _, offset in context.packing]
         layout = tuple(offset - offsets[0] for offset in offsets)
         used = used_values([function])
-        reads = tuple(id(group) in used for group in function.args[len(KERNEL_ARGUMENTS):-3])
-        kernel = _Kernel(function, context.parallel, tuple(p for p, _ in context.packing), layout, reads)
+        reads = tuple(id(group) in used for group in function.args[len(KERNEL_ARGUMENTS):-len(KERNEL_COUNTS)])
+        kernel = _Kernel(function, context.parallel, tuple(p for p, _ in context.packing), layout, reads,
+                         context.phase_count)
         self.definitions.append(_printed(self.module, function))
         return kernel, self._packed_like(kernel, operands)
 
@@ -480,7 +500,7 @@ class ModuleBuilder:
         """The thread entry's body: every step's call in program order (shared kernels through
         threads.emit_shared, the others on thread 0), after laying out the synchronisation words."""
         builder, (thread, threads) = self._builder, self.entry.args[-2:]
-        shared = sum(call.shared for call in self._calls)
+        shared = sum(call.kernel.phases for call in self._calls if call.shared)
         plan = self.program.plan
         self.sync_offset = aligned(plan.activation_bytes, SYNC_LINE)
         self.sync_bytes = sync_bytes(shared) if shared else 0
@@ -491,7 +511,7 @@ class ModuleBuilder:
         for number, call in enumerate(self._calls):
             started = self._counters.now(builder) if self._counters is not None else None
 
-            def run(chunk: ir.Value, chunks: ir.Value, call: _Call = call, alone: bool = False) -> None:
+            def run(chunk: ir.Value, chunks: ir.Value, call: _Call = call, phase: int = 0, alone: bool = False) -> None:
                 ok = builder.icmp_unsigned("==", builder.load(self._status), ir.Constant(I32, STATUS_OK))
                 if alone:
                     ok = builder.and_(ok, builder.icmp_unsigned("==", thread, zero))
@@ -499,14 +519,16 @@ class ModuleBuilder:
                     packed = self._constant_at(*call.packed) if call.packed is not None else ir.Constant(PTR, None)
                     anchors = [self._anchor(anchor) if reads else ir.Constant(PTR, None)
                                for anchor, reads in zip(call.anchors, call.kernel.reads)]
-                    arguments = [self.entry.args[1], packed, *anchors, chunk, chunks, thread]
+                    arguments = [self.entry.args[1], packed, *anchors, chunk, chunks, thread, ir.Constant(I32, phase)]
                     builder.store(builder.call(call.kernel.function, arguments), self._status)
 
-            if call.shared:
-                emit_shared(builder, sync, index, thread, threads, self._chunk_state, run)
-                index += 1
-            else:
-                run(zero, ir.Constant(I32, 1), alone=True)
+            for phase in range(call.kernel.phases):
+                if call.shared:
+                    emit_shared(builder, sync, index, thread, threads, self._chunk_state,
+                                lambda chunk, chunks, phase=phase: run(chunk, chunks, phase=phase))
+                    index += 1
+                else:
+                    run(zero, ir.Constant(I32, 1), phase=phase, alone=True)
             if self._counters is not None:
                 self._counters.charge(builder, number, started, thread)
 
