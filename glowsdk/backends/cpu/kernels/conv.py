@@ -196,17 +196,22 @@ def _conv_gemm(ctx: KernelContext, step: Step) -> None:
         emit_gemm(ctx, gemm, a_of, weight is not None, b_of, c, columns, init, at_image(epilogue), block, panel_of,
                   column_range, source_of if first_pass else None)
 
-    if window.pointwise and splits_depth(gemm, planes, weight is not None):
+    if window.pointwise and splits_depth(gemm, planes):
         def part_gemm(part: ir.Value, half: Gemm, c: ir.Value, init: Callable, column_range: tuple) -> None:
             part_window = replace(window, channels=window.channels // 2)
             image = offset(builder, x, builder.mul(part, i64(part_window.channels * window.height * window.width)))
-            first = builder.mul(part, i64(half.depth * mr))
 
             def a_of(mt: ir.Value) -> Panel:
+                if weight is None:  # row-major [M, K]: the part's first column
+                    return Panel(offset(builder, filt, builder.add(builder.mul(part, i64(half.depth)),
+                                                                   builder.mul(mt, i64(mr * gemm.depth)))),
+                                 1, gemm.depth)
+                first = builder.mul(part, i64(half.depth * mr))  # [M / MR, K, MR] panels: the part's first k
                 return Panel(offset(builder, panels, builder.add(first, builder.mul(mt, i64(mr * gemm.depth)))), mr, 1,
                              streamed=True)
-            emit_gemm(ctx, half, a_of, True, lambda nt, slot=i64(0): panel_of(slot), c, columns, init, None, 1,
-                      panel_of, column_range, lambda nt: first_pass_source(ctx, part_window, half, image, nt, tables))
+            emit_gemm(ctx, half, a_of, weight is not None, lambda nt, slot=i64(0): panel_of(slot), c, columns, init,
+                      None, 1, panel_of, column_range,
+                      lambda nt: first_pass_source(ctx, part_window, half, image, nt, tables))
         emit_split_depth(ctx, gemm, lambda: plane(i64(0), i64(0), None), part_gemm, out,
                          bias_init(ctx, b, per_out), epilogue)
         return

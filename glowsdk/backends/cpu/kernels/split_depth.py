@@ -53,13 +53,12 @@ PartGemm = Callable[[ir.Value, Gemm, ir.Value, Init, tuple[ir.Value, ir.Value]],
 part's input channels by the part's filter columns over those column tiles into C."""
 
 
-def splits_depth(gemm: Gemm, planes: int, constant_filter: bool) -> bool:
+def splits_depth(gemm: Gemm, planes: int) -> bool:
     """Whether the GEMM of a convolution over `planes` (image, group) planes is shared by its depth:
     one plane whose row tiles threads would share (gemm.splits_rows), too few of them for each
     thread's rows to pay for reading the whole input (MAX_ROW_TILES), an input worth not reading
-    (MIN_INPUT_BYTES), a depth of at least DEPTH_PER_ROW per row that cuts into equal parts, and a
-    filter packed at compile time (whose panels a part reads from its first column on)."""
-    return (planes == 1 and constant_filter and splits_rows(gemm) and gemm.row_tiles < MAX_ROW_TILES
+    (MIN_INPUT_BYTES), and a depth of at least DEPTH_PER_ROW per row that cuts into equal parts."""
+    return (planes == 1 and splits_rows(gemm) and gemm.row_tiles < MAX_ROW_TILES
             and 4 * gemm.depth * gemm.columns >= MIN_INPUT_BYTES and gemm.depth % PARTS == 0
             and gemm.depth >= DEPTH_PER_ROW * gemm.rows)
 
