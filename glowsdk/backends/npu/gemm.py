@@ -35,7 +35,7 @@ import numpy as np
 from isa.config import ArchConfig
 from isa.program import LUT_BYTES
 from isa.roofline import Workload
-from sim.timing import grouped_matmul_cycles, matmul_cycles
+from sim.timing import grouped_matmul_cycles, matmul_cycles, vector_cycles
 
 from ...errors import UnsupportedError
 from ...numerics import requantize
@@ -303,23 +303,61 @@ own DRAM traffic (SqueezeNet's fire-module pools: 10,000 and 5,000 cycles beside
 cost the array 2% and 5% more)."""
 
 
+def split_shape(shape: ConvShape) -> ConvShape:
+    """The geometry a `GemmLayer.split` layer's tiles compute: its columns rounded up to an even count (the one
+    past the image's last is computed over the zero point's padding and never read), the input padded on the right
+    as far as that column's window reaches."""
+    width = shape.out_width + shape.out_width % 2
+    reach = (width - 1) * shape.stride[1] + (shape.kw - 1) * shape.dilation[1] + 1
+    top, left, bottom, right = shape.pads
+    return replace(shape, out_width=width, pads=(top, left, bottom, right + max(0, reach - shape.padded_width)))
+
+
+def _window_vector(shape: ConvShape, split: bool, config: ArchConfig) -> int:
+    """The vector engine's cycles for a layer's window pool (`GemmLayer._window_pool`, without the epilogue)."""
+    rows, width = (shape.out_height - 1) // 2, (shape.out_width - 1) // 2
+    if split:  # the column maxima over every row, the row maxima and the requantization over the pooled pixels
+        work = 2 * shape.out_height * (split_shape(shape).out_width // 2) + 3 * rows * width
+    else:  # the row maxima over whole rows, their requantization, the pool across
+        work = 3 * rows * shape.out_width + 3 * rows * width
+    return vector_cycles(work * shape.out_channels, config)
+
+
 def window_tiling(shape: ConvShape, config: ArchConfig, per_channel: bool, epilogue: Sequence[EpilogueOp]
-                  ) -> Tiling | None:
+                  ) -> tuple[Tiling, bool] | None:
     """The tiling of a layer of `shape` whose tiles max pool its result 3x3 with stride 2 (`GemmLayer.window`):
-    pairs of output rows each, beside the pool's running maximum in the accumulator. None if none fits, or if its
-    array takes more than `WINDOW_ARRAY_MARGIN` longer than the unpooled layer's would (smaller tiles fill and
-    drain the array more often): a pool beside an array-bound convolution hides under it (overlap.py), whereas
-    fusing it costs array time."""
+    pairs of output rows each, beside the pool's running maximum in the accumulator, and whether its tiles compute
+    their even and odd columns apart (`GemmLayer.split`: fewer vector passes, more array fills) where the busier of
+    the array and the vector engine is estimated less so. None if none fits, or if its array takes more than
+    `WINDOW_ARRAY_MARGIN` longer than the unpooled layer's would (smaller tiles fill and drain the array more
+    often): a pool beside an array-bound convolution hides under it (overlap.py), whereas fusing it costs array
+    time."""
     epilogue = compact(epilogue)
     reserved = _reserved_spad(shape, per_channel, epilogue, False)
+    passes = vector_passes(epilogue) + 2
     try:
-        tiling = choose_tiling(shape, config, reserved, vector_passes=vector_passes(epilogue) + 2,
+        tiling = choose_tiling(shape, config, reserved, vector_passes=passes,
                                reserved_acc=shape.out_width * shape.out_channels, row_multiple=2)
         alone = choose_tiling(shape, config, reserved, vector_passes=vector_passes(epilogue))
     except UnsupportedError:
         return None
-    return tiling if array_cycles(shape, tiling, config) <= WINDOW_ARRAY_MARGIN * array_cycles(shape, alone, config) \
-        else None
+    plain = array_cycles(shape, tiling, config)
+    if plain > WINDOW_ARRAY_MARGIN * array_cycles(shape, alone, config):
+        return None
+    wide = split_shape(shape)
+    try:
+        # the maxima across are one pass over a tile (two over its halves); the rest runs on a quarter of its pixels
+        halves = choose_tiling(wide, config, _reserved_spad(wide, per_channel, epilogue, False),
+                               vector_passes=vector_passes(epilogue),
+                               reserved_acc=(shape.out_width - 1) // 2 * shape.out_channels, row_multiple=2,
+                               products=2, pooled=True)
+    except UnsupportedError:
+        return tiling, False
+    split = 2 * array_cycles(replace(wide, out_width=wide.out_width // 2), halves, config)
+    vector = _window_vector(shape, False, config)
+    if plain < vector and max(split, _window_vector(shape, True, config)) < vector:  # (only where the vector is busier)
+        return halves, True
+    return tiling, False
 
 
 @dataclass
@@ -361,6 +399,9 @@ class GemmLayer:
     """the per-channel gate each input tile is scaled by as it is loaded"""
     packing: Packing | None = None
     """a grouped convolution run by GMATMUL (`plan_packed`)"""
+    split: bool = False
+    """with `window`: each step computes the tile's even columns, then its odd ones (`split_shape`), two products
+    whose results lie side by side, so that the pool's maxima across are whole rows (`_window_pool`)"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
@@ -387,16 +428,20 @@ class GemmLayer:
             and result.batch_stride == (1 if pool else shape.out_height) * result.row_stride \
             and all(op.operand.batch_stride == shape.out_height * op.operand.row_stride
                     for op in epilogue if isinstance(op, AddTensor))
+        split = False
         if diagonal:
             tiling = choose_grouped_tiling(shape, groups, config, reserved, adds, vector_passes(epilogue), pitches)
+        elif window:
+            chosen = window_tiling(shape, config, requant.per_channel, epilogue)
+            if chosen is None:
+                raise UnsupportedError("no two-row tile of the convolution fits beside the pool's running maximum")
+            tiling, split = chosen
         else:
-            tiling = window_tiling(shape, config, requant.per_channel, epilogue) if window else choose_tiling(
+            tiling = choose_tiling(
                 shape, config, reserved, extra_buffers=adds,
                 vector_passes=vector_passes(epilogue) + (pool is not None), pitches=pitches,
                 whole_image=pool is not None, reserved_acc=2 * shape.channels if gate else 0,
                 input_passes=int(gate is not None), batch=source.batch if stackable else 1)
-            if tiling is None:
-                raise UnsupportedError("no two-row tile of the convolution fits beside the pool's running maximum")
         divisor = add_constant(np.int32(shape.out_height * shape.out_width).astype("<i4").tobytes()) \
             if pool == "avg" else 0
         sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
@@ -408,7 +453,7 @@ class GemmLayer:
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
                          add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue,
                          groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)), input_bytes=read,
-                         pool=pool, divisor=divisor, gate=gate, window=window)
+                         pool=pool, divisor=divisor, gate=gate, window=window, split=split)
 
     @staticmethod
     def packed_tiling(shape: ConvShape, config: ArchConfig, source: Image, result: Image, requant: Requant,
@@ -459,17 +504,28 @@ class GemmLayer:
         s = self.shape
         return (s.out_height - 1) // 2 * ((s.out_width - 1) // 2) if self.window else s.out_height * s.out_width
 
+    def tiled_shape(self) -> ConvShape:
+        """The geometry the tiles compute: the layer's, or with `split` its even number of columns."""
+        return split_shape(self.shape) if self.split else self.shape
+
+    def running_width(self) -> int:
+        """Accumulator words per output channel of a `window` pool's running maximum: the two rows it keeps maxed
+        along, whole, or with `split` already maxed across (the pooled row's pixels)."""
+        s = self.shape
+        return (s.out_width - 1) // 2 if self.split else s.out_width
+
     def spad_end(self) -> int:
         """The end of the scratchpad the layer's tiles use: its tables, then its double buffers (`tiles`)."""
-        return _reserved_spad(self.shape, self.requant.per_channel, self.epilogue, self.gate is not None) + \
-            self.tiling.spad_bytes(self.shape)
+        s = self.tiled_shape()
+        return _reserved_spad(s, self.requant.per_channel, self.epilogue, self.gate is not None) + \
+            self.tiling.spad_bytes(s)
 
     def acc_end(self) -> int:
         """The end of the accumulator the layer's tiles use: the bias row, two tiles, an average's divisor row, a
-        channel gate's two rows."""
-        s, t = self.shape, self.tiling
+        channel gate's two rows, a window pool's running maximum."""
+        s, t = self.tiled_shape(), self.tiling
         return s.out_channels + 2 * t.rows * s.out_width * t.n + (t.n if self.pool == "avg" else 0) + \
-            (2 * s.channels if self.gate else 0) + (s.out_width * s.out_channels if self.window else 0)
+            (2 * s.channels if self.gate else 0) + (self.running_width() * s.out_channels if self.window else 0)
 
     def steps(self) -> int:
         """How many steps (loads, then matrix work) the layer's tiles make."""
@@ -516,7 +572,7 @@ class GemmLayer:
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Op], list[Tile], Op]:
         """(prologue, tiles, matrix configuration) with absolute DRAM addresses."""
-        s, t = self.shape, self.tiling
+        s, t = self.tiled_shape(), self.tiling
         table_bytes = 8 * s.out_channels if self.requant.per_channel else 0
         lut_base = align(table_bytes)
         luts = {id(t): lut_base + k * LUT_BYTES for k, t in enumerate(tables(self.epilogue))}
@@ -606,22 +662,31 @@ class GemmLayer:
                             product = GMATMUL(inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n // groups,
                                               groups=groups, interleave=int(self.packing.interleave),
                                               acc_mode=int(bool(steps)))
+                        elif self.split:  # even columns, then odd ones: a stride twice the layer's
+                            half = computed // 2
+                            dataflow = best_dataflow(half, k, n, self.config)
+                            product = MATMUL(inp=ins, wgt=wgt, acc=accs[slot], rows=half, k=k, n=n,
+                                             acc_mode=int(bool(steps)))
+                            odd = MATMUL(inp=ins + s.stride[1] * c, wgt=wgt, acc=accs[slot] + half * n, rows=half,
+                                         k=k, n=n, acc_mode=int(bool(steps)))
                         else:
                             dataflow = best_dataflow(computed, k, n, self.config)
                             product = MATMUL(inp=ins, wgt=wgt, acc=accs[slot], rows=computed, k=k, n=n,
                                              acc_mode=int(bool(steps)))
+                        columns = 2 if self.split else 1
                         config = CONFIG_MATMUL(
-                            dataflow=dataflow, im2col=1, out_w=s.out_width, channels=c // groups,
-                            kw=s.kw, stride_h=s.stride[0], stride_w=s.stride[1], dil_h=s.dilation[0],
+                            dataflow=dataflow, im2col=1, out_w=s.out_width // columns, channels=c // groups,
+                            kw=s.kw, stride_h=s.stride[0], stride_w=s.stride[1] * columns, dil_h=s.dilation[0],
                             dil_w=s.dilation[1], row_pitch=s.padded_width * c, pixel_pitch=c)
                         chunks = stream_rows(s, oy1 - oy0, c, n, dataflow, self.config) \
-                            if g == 0 and images == 1 and not self.packing and not prepare else []
+                            if g == 0 and images == 1 and not self.packing and not prepare and not self.split else []
                         if len(chunks) > 1:  # the layer's first step: the array starts on its first rows
                             steps.append(streamed_step(s, self.source, self.x_zero, dram, oy0, c, ins, chunks,
                                                        loads if several else loads[4:], product, config, early,
                                                        several))
                         else:
-                            steps.append(Step(loads, [config, product], matrix_wait=early, prepare=prepare,
+                            products = [product, odd] if self.split else [product]
+                            steps.append(Step(loads, [config, *products], matrix_wait=early, prepare=prepare,
                                               shared=shared))
                         g += 1
                     residuals: list[Op] = []  # read by the vector engine only: the array does not wait for them
@@ -634,7 +699,8 @@ class GemmLayer:
                     r = self.result
                     if self.window:
                         vector, stores = self._window_pool(oy0, oy1, n0, n, accs[slot], outputs[slot],
-                                                           gates + n0 * s.out_width, bias_row, result, luts)
+                                                           gates + n0 * self.running_width(), bias_row, result,
+                                                           luts)
                         tiles.append(Tile(steps, vector, stores, residuals))
                         continue
                     vector, rest = requant_specs(self._config_requant(n0, bias_row + n0), outputs[slot], accs[slot],
@@ -668,41 +734,60 @@ class GemmLayer:
         an epilogue of clamps and int8 rescales by a non-negative multiplier, `monotone`): the window's rows
         are maxed in the accumulator and only the pooled rows are requantized. A tile starts on an even row 2a:
         that row ends the window of pooled row a - 1, whose first two rows' maximum the tile before left at
-        `running`; the windows wholly in the tile (rows 2k, 2k + 1, 2k + 2 of it) are maxed in place into its
-        rows k (row k is read by no later window: they start at row 2k + 2); a tile of an even number of rows
-        leaves its last two rows' maximum at `running` for the next. The pooled rows are then pooled across (a
-        1x3 window, stride 2) and stored; a tile that completes no window stores nothing."""
-        s, r = self.shape, self.result
-        line = s.out_width * n  # one output row of the tile's channels, pixel-major
-        rows = oy1 - oy0
+        `running`; the windows wholly in the tile (rows 2k, 2k + 1, 2k + 2 of it) are maxed into its pooled rows,
+        dense from the tile's first row (pooled row k + 1 is read by no later window: they start at row 2k + 2),
+        then that window into pooled row 0 (the tile's row 0 is read by no other), so one pass requantizes them all;
+        a tile of an even number of rows leaves its last two rows' maximum at `running` for the next. With `split`, each row's
+        even columns lie before its odd ones, so two passes over whole rows first max columns 2j, 2j + 1 and
+        2j + 2 into the odd column j and the rows are maxed over the pooled pixels only; else the pooled rows are
+        requantized whole and then pooled across (a 1x3 window, stride 2). A tile that completes no window stores
+        nothing."""
+        s, r = self.tiled_shape(), self.result
+        rows, across = oy1 - oy0, (s.out_width - 1) // 2
         inner = (rows - 1) // 2  # windows wholly in the tile
         vector: list[Op] = []
-        if oy0:
-            vector.append(VMAX(dst_space="acc", dst=running, src1_space="acc", src1=running, src2_space="acc",
-                               src2=acc, rows=1, cols=line, bcast=0))
-        for k in range(inner):  # row k = max(row 2k, row 2k + 1), then max(row k, row 2k + 2)
-            for first, other in ((2 * k, 2 * k + 1), (k, 2 * k + 2)):
-                vector.append(VMAX(dst_space="acc", dst=acc + k * line, src1_space="acc", src1=acc + first * line,
-                                   src2_space="acc", src2=acc + other * line, rows=1, cols=line, bcast=0))
-        pooled = int(bool(oy0)) + inner
-        for src, dst, count in ((running, out, int(bool(oy0))), (acc, out + int(bool(oy0)) * line, inner)):
-            if count:
-                requant, rest = requant_specs(self._config_requant(n0, bias_row + n0), dst, src, count * s.out_width,
-                                              n, self.epilogue, luts)
-                vector += requant
-                for op in rest:
-                    vector += epilogue_specs(op, dst, src, count * s.out_width, n, 0, luts)
+        if self.split:  # even columns j, odd columns j: two rows of half a tile's row each
+            pitch = s.out_width // 2 * n
+            base, width, pixels = acc + rows * pitch, across * n, across
+            vector += [VMAX(dst_space="acc", dst=base, src1_space="acc", src1=acc, src2_space="acc", src2=base,
+                            rows=rows, cols=pitch, bcast=0),
+                       VMAX(dst_space="acc", dst=base, src1_space="acc", src1=base, src2_space="acc", src2=acc + n,
+                            rows=rows, cols=pitch, bcast=0)]
+        else:
+            base, pitch, width, pixels = acc, s.out_width * n, s.out_width * n, s.out_width
+
+        def vmax(dst: int, src1: int, src2: int) -> Op:
+            return VMAX(dst_space="acc", dst=dst, src1_space="acc", src1=src1, src2_space="acc", src2=src2, rows=1,
+                        cols=width, bcast=0)
+        top = int(bool(oy0))  # the pooled row the window from the tile before ends
+        for k in range(inner):  # pooled row top + k = max(row 2k, row 2k + 1), then max(it, row 2k + 2)
+            at = base + (top + k) * width
+            vector += [vmax(at, base + 2 * k * pitch, base + (2 * k + 1) * pitch),
+                       vmax(at, at, base + (2 * k + 2) * pitch)]
+        pooled = top + inner
+        rest: Sequence[EpilogueOp] = ()
+        if pooled:  # the pooled rows lie together: one pass requantizes them
+            first = base if inner or not oy0 else running  # (alone, at `running`: the tile's rows stay for the next)
+            if oy0:  # row 0 is no window's here, and none has written it
+                vector.append(vmax(first, running, base))
+            requant, rest = requant_specs(self._config_requant(n0, bias_row + n0), out, first, pooled * pixels, n,
+                                          self.epilogue, luts)
+            vector += requant
         if rows % 2 == 0 and oy1 < s.out_height:
-            vector.append(VMAX(dst_space="acc", dst=running, src1_space="acc", src1=acc + (rows - 2) * line,
-                               src2_space="acc", src2=acc + (rows - 1) * line, rows=1, cols=line, bcast=0))
+            vector.append(vmax(running, base + (rows - 2) * pitch, base + (rows - 1) * pitch))
+        for op in rest:  # the tile's accumulator is free scratch now
+            vector += epilogue_specs(op, out, acc, pooled * pixels, n, 0, luts)
         if not pooled:
             return vector, []
-        vector += [CONFIG_POOL(kh=1, kw=3, stride_h=1, stride_w=2, pad_top=0, pad_bottom=0, pad_left=0,
-                               pad_right=0, count_pad=0, pad_value=0),
-                   POOL(op="max", dst=out + pooled * line, src=out, height=pooled, width=s.out_width, channels=n)]
+        if not self.split:
+            vector += [CONFIG_POOL(kh=1, kw=3, stride_h=1, stride_w=2, pad_top=0, pad_bottom=0, pad_left=0,
+                                   pad_right=0, count_pad=0, pad_value=0),
+                       POOL(op="max", dst=out + pooled * width, src=out, height=pooled, width=s.out_width,
+                            channels=n)]
+            out += pooled * width
         stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride, elem_bytes=n),
                   STORE(dram=result + (oy0 // 2 - int(bool(oy0))) * r.row_stride + n0, space="spad",
-                        sram=out + pooled * line, planes=1, rows=pooled, cols=(s.out_width - 1) // 2)]
+                        sram=out, planes=1, rows=pooled, cols=across)]
         return vector, stores
 
     def _config_requant(self, n0: int, bias: int) -> Op:

@@ -136,7 +136,8 @@ def _candidates(total: int, unit: int) -> list[int]:
 
 def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extra_buffers: int = 0,
                   vector_passes: int = 1, pitches: Pitches | None = None, whole_image: bool = False,
-                  reserved_acc: int = 0, input_passes: int = 0, batch: int = 1, row_multiple: int = 1) -> Tiling:
+                  reserved_acc: int = 0, input_passes: int = 0, batch: int = 1, row_multiple: int = 1,
+                  products: int = 1, pooled: bool = False) -> Tiling:
     """The cheapest tiling that fits; UnsupportedError if none does. `extra_buffers` int8 tiles of the
     result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each, and
     `input_passes` over each input tile before the array reads it (a channel gate); `reserved_acc` accumulator
@@ -144,7 +145,10 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
     global pool reduces each tile to one row), and one more accumulator row of the tile's channels is kept (the
     pool's divisor). With `batch` > 1 the layer's images may also be stacked, several to a tile
     (`Tiling.images`), and every candidate is costed over the whole batch. With `row_multiple`, every tile but
-    the last has a multiple of that many output rows (a fused 3x3 stride-2 max pool's pairs of rows)."""
+    the last has a multiple of that many output rows (a fused 3x3 stride-2 max pool's pairs of rows). With
+    `products`, each step computes its pixels in that many products of equal parts (a fused pool's even and odd
+    columns apart), each filling and draining the array; with `pooled`, the tiles store their rows 3x3 stride-2 max
+    pooled (a quarter of the pixels)."""
     spad = config.scratchpad_bytes - reserved_spad
     acc_words = config.accumulator_bytes // 4 - reserved_acc
     best: Tiling | None = None
@@ -163,7 +167,8 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
                 if images > 1 and not _fits(shape, tiling, spad, words):
                     break
                 traffic, cycles = estimate(shape, tiling.rows, n, c, config, extra_buffers, vector_passes, pitches,
-                                           input_passes, images=images, batch=batch)
+                                           input_passes, images=images, batch=batch, products=products,
+                                           pooled=pooled)
                 if best is None or cycles < best.cycles:
                     best = replace(tiling, traffic=traffic, cycles=cycles)
     if best is None:
@@ -309,11 +314,13 @@ def _row_groups(shape: ConvShape, rows: int, images: int, batch: int) -> list[tu
 
 def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, extra: int = 0,
              vector_passes: int = 1, pitches: Pitches | None = None, input_passes: int = 0,
-             packed: int = 1, images: int = 1, batch: int = 1) -> tuple[int, float]:
+             packed: int = 1, images: int = 1, batch: int = 1, products: int = 1, pooled: bool = False
+             ) -> tuple[int, float]:
     """(DRAM bytes, cycles) per image of `batch` images' tiles of `rows` x `n` x `c`, `images` stacked to a tile
     (see the module docstring); the vector engine makes `input_passes` over each input tile loaded, between its
     load and the array. With `packed` groups, each step is a GMATMUL of that many groups (a group's K and N are
-    those of the step over the groups)."""
+    those of the step over the groups). With `products`, each step is that many products of equal parts of its
+    pixels; with `pooled`, a tile stores its rows 3x3 stride-2 max pooled."""
     s = shape
     pitches = pitches or Pitches(s.channels, s.out_channels)
     bias = _runs(1, 4 * s.out_channels, 0, config)
@@ -333,12 +340,13 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
     """one weight block for every step: loaded once into each of the two weight slots (gemm.GemmLayer.tiles)"""
     for row_count, row_size, computed, in_rows, transfers in _row_groups(s, rows, images, batch):
         pixels = row_size * s.out_width
+        stored = (row_size // 2, (s.out_width - 1) // 2) if pooled else (row_size, s.out_width)
         for j, (n_size, n_count) in enumerate(_split(s.out_channels, n)):
             tiles = row_count * n_count
-            out = _runs(*_image_runs(row_size, s.out_width, n_size, pitches.output, n), config)
+            out = _runs(*_image_runs(*stored, n_size, pitches.output, n), config)
             store = _transfer_cycles(*out, config)
             tile_vector = vector_passes * vector_cycles(pixels * n_size, config)
-            traffic += tiles * (1 + extra) * pixels * n_size
+            traffic += tiles * (1 + extra) * stored[0] * stored[1] * n_size
             loads += tiles * extra * latency
             stores += tiles * store
             store_transfers += tiles
@@ -355,9 +363,10 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
                 if fetches_left is not None:
                     fetches_left -= fetches
                 loads += (reads * transfers + fetches) * latency
-                mm = min(matmul_cycles(computed, k, n_size, flow, config) if packed == 1 else
-                         grouped_matmul_cycles(computed, k, n_size // packed, packed, flow, config)
-                         for flow in ("ws", "os"))
+                part = computed // products
+                mm = products * min(matmul_cycles(part, k, n_size, flow, config) if packed == 1 else
+                                    grouped_matmul_cycles(part, k, n_size // packed, packed, flow, config)
+                                    for flow in ("ws", "os"))
                 prepare = input_passes * vector_cycles(in_rows * s.width * c_size, config)
                 vector += reads * prepare
                 traffic += reads * in_rows * s.width * c_size + fetches * k * n_size
