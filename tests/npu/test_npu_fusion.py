@@ -107,19 +107,21 @@ def test_a_global_pool_after_a_residual_add_in_every_output_channel_tile_bit_exa
     assert pooled.epilogue and pooled.tiling.n < pooled.shape.out_channels
 
 
-@pytest.mark.parametrize("config,width,per_channel", [("edge", 90, False), ("default", 175, True)])
-def test_a_3x3_stride_2_max_pool_is_done_by_the_convolution_before_it_bit_exact(config, width, per_channel):
-    # SqueezeNet's stem: each two-row tile maxes a window's rows in the accumulator, requantizes only the pooled
-    # row and pools it across; the full image never reaches DRAM (even and odd convolution heights, several
-    # output-channel tiles on edge, per-channel requantization on default; images wide enough that the unpooled
-    # convolution's tiles are two rows too, so the pooled ones cost the array nothing: gemm.window_tiling)
+@pytest.mark.parametrize("config,width,per_channel,split", [("edge", 90, False, False), ("default", 175, True, True)])
+def test_a_3x3_stride_2_max_pool_is_done_by_the_convolution_before_it_bit_exact(config, width, per_channel, split):
+    # SqueezeNet's stem: each tile maxes a window's rows in the accumulator and requantizes only the pooled rows,
+    # then pools them across; where the vector engine is the busiest (default), each tile computes its even and odd
+    # columns apart and maxes them across first, so only the pooled pixels are maxed down and requantized (no
+    # POOL). The full image never reaches DRAM (even and odd convolution heights and widths; on default, several
+    # output-channel tiles and per-channel requantization)
     b = NetBuilder((1, 3, width, width))
     pooled = b.node("MaxPool", [b.conv("x", 3, 64, 3, 0, 2)], kernel_shape=[3, 3], strides=[2, 2])
     npu = assert_bit_exact(b.network(b.conv(pooled, 64, 8, 1, 0, relu=False)), config=config,
                            per_channel=per_channel)
     assert [layer.kind for layer in npu.compiled.layers if layer.kind != "Copy"] == ["Conv", "Conv"]
     stem = npu.compiled.layers[0].body
-    assert stem.window and stem.tiling.rows == 2 and stem.workload().output_bytes == 64 * ((width - 3) // 4) ** 2
+    assert stem.window and stem.split == split and stem.workload().output_bytes == 64 * ((width - 3) // 4) ** 2
+    assert ("POOL" in [i.mnemonic for i in npu.compiled.binary.instructions]) != split
 
 
 @pytest.mark.parametrize("config,width", [("edge", 29), ("default", 56)])
