@@ -35,19 +35,20 @@ import numpy as np
 from isa.config import ArchConfig
 from isa.program import LUT_BYTES
 from isa.roofline import Workload
-from sim.timing import grouped_matmul_cycles, matmul_cycles, vector_cycles
+from sim.timing import grouped_matmul_cycles, matmul_cycles
 
 from ...errors import UnsupportedError
 from ...numerics import requantize
-from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_POOL, CONFIG_REQUANT,
-                           CONFIG_STORE, GMATMUL, LUT, LUT_LOAD, MATMUL, POOL, REDUCE, REQUANT, REQUANT_LUT,
-                           REQUANT_MUL, STORE, VADD, VADD_LUT, VADDI, VDIV, VMAX, VMULI, VSUBI, Op)
+from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_REQUANT, CONFIG_STORE, GMATMUL,
+                           LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, REQUANT_LUT, REQUANT_MUL, STORE, VADD, VADD_LUT,
+                           VADDI, VDIV, VMULI, VSUBI, Op)
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
 from .tile_loads import Image, config_load, input_loads, load, stacked_loads, stream_rows, streamed_step
-from .tiling import (ConvShape, Pitches, Tiling, array_cycles, block_touches, choose_grouped_tiling,
-                     choose_packed_tiling, choose_tiling, stacked_rows)
+from .tiling import (ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling,
+                     choose_tiling, stacked_rows)
+from .window import pool_across, running_width, split_shape, tile_maxima, window_tiling
 
 
 @dataclass(frozen=True)
@@ -297,67 +298,11 @@ def whole_image_fits(shape: ConvShape, config: ArchConfig, per_channel: bool,
     return True
 
 
-WINDOW_ARRAY_MARGIN = 1.05
-"""The most array time a fused pool's tiles may add: a pool beside the convolution that does not hide costs its
-own DRAM traffic (SqueezeNet's fire-module pools: 10,000 and 5,000 cycles beside expansions whose even-row tiles
-cost the array 2% and 5% more)."""
-
-
-def split_shape(shape: ConvShape) -> ConvShape:
-    """The geometry a `GemmLayer.split` layer's tiles compute: its columns rounded up to an even count (the one
-    past the image's last is computed over the zero point's padding and never read), the input padded on the right
-    as far as that column's window reaches."""
-    width = shape.out_width + shape.out_width % 2
-    reach = (width - 1) * shape.stride[1] + (shape.kw - 1) * shape.dilation[1] + 1
-    top, left, bottom, right = shape.pads
-    return replace(shape, out_width=width, pads=(top, left, bottom, right + max(0, reach - shape.padded_width)))
-
-
-def _window_vector(shape: ConvShape, split: bool, config: ArchConfig) -> int:
-    """The vector engine's cycles for a layer's window pool (`GemmLayer._window_pool`, without the epilogue)."""
-    rows, width = (shape.out_height - 1) // 2, (shape.out_width - 1) // 2
-    if split:  # the column maxima over every row, the row maxima and the requantization over the pooled pixels
-        work = 2 * shape.out_height * (split_shape(shape).out_width // 2) + 3 * rows * width
-    else:  # the row maxima over whole rows, their requantization, the pool across
-        work = 3 * rows * shape.out_width + 3 * rows * width
-    return vector_cycles(work * shape.out_channels, config)
-
-
-def window_tiling(shape: ConvShape, config: ArchConfig, per_channel: bool, epilogue: Sequence[EpilogueOp]
-                  ) -> tuple[Tiling, bool] | None:
-    """The tiling of a layer of `shape` whose tiles max pool its result 3x3 with stride 2 (`GemmLayer.window`):
-    pairs of output rows each, beside the pool's running maximum in the accumulator, and whether its tiles compute
-    their even and odd columns apart (`GemmLayer.split`: fewer vector passes, more array fills) where the busier of
-    the array and the vector engine is estimated less so. None if none fits, or if its array takes more than
-    `WINDOW_ARRAY_MARGIN` longer than the unpooled layer's would (smaller tiles fill and drain the array more
-    often): a pool beside an array-bound convolution hides under it (overlap.py), whereas fusing it costs array
-    time."""
+def window_plan(shape: ConvShape, config: ArchConfig, per_channel: bool, epilogue: Sequence[EpilogueOp]
+                ) -> tuple[Tiling, bool] | None:
+    """`window.window_tiling` for a layer of this requantization and epilogue (None: its tiles cannot pool)."""
     epilogue = compact(epilogue)
-    reserved = _reserved_spad(shape, per_channel, epilogue, False)
-    passes = vector_passes(epilogue) + 2
-    try:
-        tiling = choose_tiling(shape, config, reserved, vector_passes=passes,
-                               reserved_acc=shape.out_width * shape.out_channels, row_multiple=2)
-        alone = choose_tiling(shape, config, reserved, vector_passes=vector_passes(epilogue))
-    except UnsupportedError:
-        return None
-    plain = array_cycles(shape, tiling, config)
-    if plain > WINDOW_ARRAY_MARGIN * array_cycles(shape, alone, config):
-        return None
-    wide = split_shape(shape)
-    try:
-        # the maxima across are one pass over a tile (two over its halves); the rest runs on a quarter of its pixels
-        halves = choose_tiling(wide, config, _reserved_spad(wide, per_channel, epilogue, False),
-                               vector_passes=vector_passes(epilogue),
-                               reserved_acc=(shape.out_width - 1) // 2 * shape.out_channels, row_multiple=2,
-                               products=2, pooled=True)
-    except UnsupportedError:
-        return tiling, False
-    split = 2 * array_cycles(replace(wide, out_width=wide.out_width // 2), halves, config)
-    vector = _window_vector(shape, False, config)
-    if plain < vector and max(split, _window_vector(shape, True, config)) < vector:  # (only where the vector is busier)
-        return halves, True
-    return tiling, False
+    return window_tiling(shape, config, _reserved_spad(shape, per_channel, epilogue), vector_passes(epilogue))
 
 
 @dataclass
@@ -389,8 +334,8 @@ class GemmLayer:
     """"avg" or "max": a pool over the whole image of the result, its only reader, done by the tiles (each holds
     every row of its channels, `whole_image_pool`), so the layer writes the pooled row"""
     window: bool = False
-    """a 3x3 stride-2 unpadded max pool of the result (its only reader) done by the tiles (`_window_pool`), so the
-    layer writes the pooled image and the full one never reaches DRAM"""
+    """a 3x3 stride-2 unpadded max pool of the result (its only reader) done by the tiles (window.py), so the layer
+    writes the pooled image and the full one never reaches DRAM"""
     divisor: int = 0
     """avg: constants offset of the pixel count (one int32), repeated along an accumulator row by a zero stride"""
     prefetched: int | None = None
@@ -400,8 +345,8 @@ class GemmLayer:
     packing: Packing | None = None
     """a grouped convolution run by GMATMUL (`plan_packed`)"""
     split: bool = False
-    """with `window`: each step computes the tile's even columns, then its odd ones (`split_shape`), two products
-    whose results lie side by side, so that the pool's maxima across are whole rows (`_window_pool`)"""
+    """with `window`: each step computes the tile's even columns, then its odd ones, two products whose results
+    lie one block after the other, so that the pool's maxima across are whole rows (window.py)"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
@@ -413,7 +358,7 @@ class GemmLayer:
         groups and the blocks off the diagonal are no step (tiling.choose_grouped_tiling). With `pool`, the
         result is pooled over the whole image ("avg" or "max"; UnsupportedError if no tile holds a whole image).
         With `gate`, the input is gated as it is loaded (the shape must be `gateable`). With `window`, the result
-        is max pooled 3x3 with stride 2 (UnsupportedError if `window_tiling` finds no tiling)."""
+        is max pooled 3x3 with stride 2 (UnsupportedError if `window_plan` finds no tiling)."""
         if gate is not None and (diagonal or not gateable(shape, source.batch)):
             raise AssertionError("a channel gate on the input of a layer whose input tiles are not its pixels")
         read = source.batch * shape.height * shape.width * shape.channels
@@ -432,7 +377,7 @@ class GemmLayer:
         if diagonal:
             tiling = choose_grouped_tiling(shape, groups, config, reserved, adds, vector_passes(epilogue), pitches)
         elif window:
-            chosen = window_tiling(shape, config, requant.per_channel, epilogue)
+            chosen = window_plan(shape, config, requant.per_channel, epilogue)
             if chosen is None:
                 raise UnsupportedError("no two-row tile of the convolution fits beside the pool's running maximum")
             tiling, split = chosen
@@ -508,12 +453,6 @@ class GemmLayer:
         """The geometry the tiles compute: the layer's, or with `split` its even number of columns."""
         return split_shape(self.shape) if self.split else self.shape
 
-    def running_width(self) -> int:
-        """Accumulator words per output channel of a `window` pool's running maximum: the two rows it keeps maxed
-        along, whole, or with `split` already maxed across (the pooled row's pixels)."""
-        s = self.shape
-        return (s.out_width - 1) // 2 if self.split else s.out_width
-
     def spad_end(self) -> int:
         """The end of the scratchpad the layer's tiles use: its tables, then its double buffers (`tiles`)."""
         s = self.tiled_shape()
@@ -524,8 +463,9 @@ class GemmLayer:
         """The end of the accumulator the layer's tiles use: the bias row, two tiles, an average's divisor row, a
         channel gate's two rows, a window pool's running maximum."""
         s, t = self.tiled_shape(), self.tiling
+        running = running_width(self.shape, self.split) * s.out_channels if self.window else 0
         return s.out_channels + 2 * t.rows * s.out_width * t.n + (t.n if self.pool == "avg" else 0) + \
-            (2 * s.channels if self.gate else 0) + (self.running_width() * s.out_channels if self.window else 0)
+            (2 * s.channels if self.gate else 0) + running
 
     def steps(self) -> int:
         """How many steps (loads, then matrix work) the layer's tiles make."""
@@ -698,9 +638,9 @@ class GemmLayer:
                                            "spad", operands[id(op)][slot], images * (oy1 - oy0), s.out_width)]
                     r = self.result
                     if self.window:
-                        vector, stores = self._window_pool(oy0, oy1, n0, n, accs[slot], outputs[slot],
-                                                           gates + n0 * self.running_width(), bias_row, result,
-                                                           luts)
+                        running = gates + n0 * running_width(self.shape, self.split)
+                        vector, stores = self._window_pool(oy0, oy1, n0, n, accs[slot], outputs[slot], running,
+                                                           bias_row, result, luts)
                         tiles.append(Tile(steps, vector, stores, residuals))
                         continue
                     vector, rest = requant_specs(self._config_requant(n0, bias_row + n0), outputs[slot], accs[slot],
@@ -728,66 +668,28 @@ class GemmLayer:
 
     def _window_pool(self, oy0: int, oy1: int, n0: int, n: int, acc: int, out: int, running: int, bias_row: int,
                      result: int, luts: dict[int, int]) -> tuple[list[Op], list[Op]]:
-        """The vector work and stores of the row tile [oy0, oy1) of output channels [n0, n0 + n) under a 3x3
-        stride-2 max pool. Requantization (and a clamp after it) never decreases, and the bias is the same along a
-        channel, so the maximum of the int32 sums requantized is the maximum of the int8 results (so too through
-        an epilogue of clamps and int8 rescales by a non-negative multiplier, `monotone`): the window's rows
-        are maxed in the accumulator and only the pooled rows are requantized. A tile starts on an even row 2a:
-        that row ends the window of pooled row a - 1, whose first two rows' maximum the tile before left at
-        `running`; the windows wholly in the tile (rows 2k, 2k + 1, 2k + 2 of it) are maxed into its pooled rows,
-        dense from the tile's first row (pooled row k + 1 is read by no later window: they start at row 2k + 2),
-        then that window into pooled row 0 (the tile's row 0 is read by no other), so one pass requantizes them all;
-        a tile of an even number of rows leaves its last two rows' maximum at `running` for the next. With `split`, each row's
-        even columns lie before its odd ones, so two passes over whole rows first max columns 2j, 2j + 1 and
-        2j + 2 into the odd column j and the rows are maxed over the pooled pixels only; else the pooled rows are
-        requantized whole and then pooled across (a 1x3 window, stride 2). A tile that completes no window stores
-        nothing."""
+        """The vector work and stores of the row tile [oy0, oy1) of output channels [n0, n0 + n) under the 3x3
+        stride-2 max pool (window.py): the maxima in the accumulator, one pass requantizing the pooled rows (and
+        an epilogue of clamps and int8 rescales by a non-negative multiplier, `monotone`, which commute with a
+        maximum too), then unless split the pool across. A tile that completes no window stores nothing."""
         s, r = self.tiled_shape(), self.result
-        rows, across = oy1 - oy0, (s.out_width - 1) // 2
-        inner = (rows - 1) // 2  # windows wholly in the tile
-        vector: list[Op] = []
-        if self.split:  # even columns j, odd columns j: two rows of half a tile's row each
-            pitch = s.out_width // 2 * n
-            base, width, pixels = acc + rows * pitch, across * n, across
-            vector += [VMAX(dst_space="acc", dst=base, src1_space="acc", src1=acc, src2_space="acc", src2=base,
-                            rows=rows, cols=pitch, bcast=0),
-                       VMAX(dst_space="acc", dst=base, src1_space="acc", src1=base, src2_space="acc", src2=acc + n,
-                            rows=rows, cols=pitch, bcast=0)]
-        else:
-            base, pitch, width, pixels = acc, s.out_width * n, s.out_width * n, s.out_width
-
-        def vmax(dst: int, src1: int, src2: int) -> Op:
-            return VMAX(dst_space="acc", dst=dst, src1_space="acc", src1=src1, src2_space="acc", src2=src2, rows=1,
-                        cols=width, bcast=0)
-        top = int(bool(oy0))  # the pooled row the window from the tile before ends
-        for k in range(inner):  # pooled row top + k = max(row 2k, row 2k + 1), then max(it, row 2k + 2)
-            at = base + (top + k) * width
-            vector += [vmax(at, base + 2 * k * pitch, base + (2 * k + 1) * pitch),
-                       vmax(at, at, base + (2 * k + 2) * pitch)]
-        pooled = top + inner
-        rest: Sequence[EpilogueOp] = ()
-        if pooled:  # the pooled rows lie together: one pass requantizes them
-            first = base if inner or not oy0 else running  # (alone, at `running`: the tile's rows stay for the next)
-            if oy0:  # row 0 is no window's here, and none has written it
-                vector.append(vmax(first, running, base))
-            requant, rest = requant_specs(self._config_requant(n0, bias_row + n0), out, first, pooled * pixels, n,
-                                          self.epilogue, luts)
+        maxima = tile_maxima(s, self.split, oy0, oy1, n, acc, running)
+        vector, rest = list(maxima.down), ()
+        if maxima.pooled:
+            requant, rest = requant_specs(self._config_requant(n0, bias_row + n0), out, maxima.rows,
+                                          maxima.pooled * maxima.pixels, n, self.epilogue, luts)
             vector += requant
-        if rows % 2 == 0 and oy1 < s.out_height:
-            vector.append(vmax(running, base + (rows - 2) * pitch, base + (rows - 1) * pitch))
+        vector += maxima.keep
         for op in rest:  # the tile's accumulator is free scratch now
-            vector += epilogue_specs(op, out, acc, pooled * pixels, n, 0, luts)
-        if not pooled:
+            vector += epilogue_specs(op, out, acc, maxima.pooled * maxima.pixels, n, 0, luts)
+        if not maxima.pooled:
             return vector, []
         if not self.split:
-            vector += [CONFIG_POOL(kh=1, kw=3, stride_h=1, stride_w=2, pad_top=0, pad_bottom=0, pad_left=0,
-                                   pad_right=0, count_pad=0, pad_value=0),
-                       POOL(op="max", dst=out + pooled * width, src=out, height=pooled, width=s.out_width,
-                            channels=n)]
-            out += pooled * width
+            vector += pool_across(out, maxima.pooled, s.out_width, n)
+            out += maxima.pooled * s.out_width * n
         stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride, elem_bytes=n),
                   STORE(dram=result + (oy0 // 2 - int(bool(oy0))) * r.row_stride + n0, space="spad",
-                        sram=out, planes=1, rows=pooled, cols=across)]
+                        sram=out, planes=1, rows=maxima.pooled, cols=(s.out_width - 1) // 2)]
         return vector, stores
 
     def _config_requant(self, n0: int, bias: int) -> Op:

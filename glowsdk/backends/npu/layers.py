@@ -29,7 +29,7 @@ from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .broadcast import RowBroadcastLayer
 from .gemm import (AddTensor, ChannelGate, Clamp8, EpilogueOp, GemmLayer, Lut8, Requant, Rescale8, gateable,
-                   monotone, whole_image_fits, window_tiling)
+                   monotone, whole_image_fits, window_plan)
 from .gather import gather_layer
 from .gate import GateLayer
 from .globalpool import GlobalPoolLayer
@@ -253,9 +253,9 @@ class LayerBuilder:
 
     def _window_fits(self, node: Node, epilogue: Sequence[EpilogueOp]) -> bool:
         """Whether the convolution `node` (its epilogue steps `monotone`) has tiles that can max pool its result
-        (`gemm.window_tiling`)."""
+        (`gemm.window_plan`)."""
         rescale = next(iter(node.users))
-        return node.input.type.shape[0] == 1 and all(monotone(op) for op in epilogue) and window_tiling(
+        return node.input.type.shape[0] == 1 and all(monotone(op) for op in epilogue) and window_plan(
             _conv_shape(node), self.config, bool(rescale.input.type.per_channel), epilogue) is not None
 
     def _pooled_concat(self, value: NodeValue) -> tuple[Node, Node] | None:
