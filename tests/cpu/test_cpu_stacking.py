@@ -166,18 +166,22 @@ def test_a_second_tensor_read_later_keeps_its_own_step():
     assert ("Conv", []) in steps and not any("Div" in epilogue for _, epilogue in steps)
 
 
-def _matmul_gelu(seed: int = 0):
-    """x (1 x 6 x 6 x 24, channels last, as ConvNeXt's blocks run) @ w, then GELU as PyTorch exports
-    it below opset 20 (Div by sqrt 2, Erf, Add 1, Mul by x, Mul by 0.5), then @ w2."""
+def _matmul_gelu(seed: int = 0, bias: bool = False):
+    """x (1 x 6 x 6 x 24, channels last, as ConvNeXt's blocks run) @ w (+ a bias of 40, as ViT's Linear
+    layers), then GELU as PyTorch exports it below opset 20 (Div by sqrt 2, Erf, Add 1, Mul by x, Mul
+    by 0.5), then @ w2."""
     import onnx
     from onnx import helper, numpy_helper
 
     rng = np.random.default_rng(seed)
     weights = [numpy_helper.from_array(rng.standard_normal((24, 40)).astype(np.float32) / 4, "w"),
-               numpy_helper.from_array(rng.standard_normal((40, 24)).astype(np.float32) / 4, "w2")]
+               numpy_helper.from_array(rng.standard_normal((40, 24)).astype(np.float32) / 4, "w2"),
+               numpy_helper.from_array(rng.standard_normal(40).astype(np.float32), "b")]
     weights += [numpy_helper.from_array(np.array(v, np.float32), name)
                 for name, v in (("root2", np.sqrt(2)), ("one", 1.0), ("half", 0.5))]
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Div", ["m", "root2"], ["d"]),
+    linear = [helper.make_node("MatMul", ["x", "w"], ["p"]), helper.make_node("Add", ["p", "b"], ["m"])] if bias \
+        else [helper.make_node("MatMul", ["x", "w"], ["m"])]
+    nodes = [*linear, helper.make_node("Div", ["m", "root2"], ["d"]),
              helper.make_node("Erf", ["d"], ["e"]), helper.make_node("Add", ["e", "one"], ["a"]),
              helper.make_node("Mul", ["m", "a"], ["g"]), helper.make_node("Mul", ["g", "half"], ["h"]),
              helper.make_node("MatMul", ["h", "w2"], ["y"])]
@@ -196,6 +200,28 @@ def test_gelu_runs_in_the_matmul_store():
     assert [kinds for kinds, _ in steps] == ["MatMul", "MatMul"]
 
 
+def test_bias_and_gelu_run_in_the_matmul_store():
+    """A bias of one value per column (40 columns: two AVX-512 vectors and a masked one per row) is
+    read at each vector's column, so a Linear layer's bias Add and its GELU both run in the store."""
+    steps = _against_onnxruntime(*_matmul_gelu(bias=True))
+    assert steps[0] == ("MatMul", ["Add", "Mul", "Erf", "Mul", "Add", "Mul"]), steps
+    assert [kinds for kinds, _ in steps] == ["MatMul", "MatMul"]
+
+
+def test_a_per_column_source_stays_out_of_a_conv_store():
+    """A Conv's store vectors run along positions across the rows of its last dim: an Add of one value
+    per column of W after it is a step of its own."""
+    from onnx import helper, numpy_helper
+
+    model, feeds = _onnx_convs([helper.make_node("Conv", ["x", "w1", "b1"], ["c"], kernel_shape=[1, 1]),
+                                helper.make_node("Add", ["c", "row"], ["y"])], ["y"])
+    row = np.arange(12, dtype=np.float32)
+    model.graph.initializer.append(numpy_helper.from_array(row, "row"))
+    steps = _against_onnxruntime(model, feeds)
+    assert ("Conv", []) in steps and ("Add", []) in steps, steps
+
+
 def test_gelu_in_the_matmul_store_on_avx2():
     """The same on code compiled without AVX-512 (8 lanes), in a child process."""
-    run_on_avx2(__file__, "t.test_gelu_runs_in_the_matmul_store()\n")
+    run_on_avx2(__file__, "t.test_gelu_runs_in_the_matmul_store()\n"
+                "t.test_bias_and_gelu_run_in_the_matmul_store()\n")

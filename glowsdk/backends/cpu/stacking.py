@@ -62,7 +62,8 @@ def plan_steps(program: Program, stacking: bool = True) -> list[Step]:
         elif stacking and KERNELS[instr.kind].takes_epilogue(instr):
             following = _following(instructions, position)
             length = epilogue_length(program, instr.operands[0], following,
-                                     lambda value, end: _dead_after(program, value, end))
+                                     lambda value, end: _dead_after(program, value, end),
+                                     rows=KERNELS[instr.kind].epilogue_rows)
             epilogue = tuple(i for _, i in following[:length])
             taken.update(id(i) for i in epilogue)
             steps.append(Step((instr,), epilogue=epilogue))

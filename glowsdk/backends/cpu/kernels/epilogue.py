@@ -9,7 +9,9 @@ vector before its one store, with the same `scalar` semantics element-wise
 kernels use (scalar.py builds on vectors as well), so the output is written once.
 A run may also write other tensors of the result's shape that nothing reads after
 it (a HardSwish's clamped x / 6 + 0.5, a GELU's erf(x / sqrt 2) + 1): those live
-in vectors only.
+in vectors only. A kernel whose store vectors lie within rows of the result's last
+dim (a MatMul's, `epilogue_rows` in its table record) also takes sources of one
+value per column: the bias Add of a Linear layer, read at the vector's column.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any, Callable, Sequence
 from llvmlite import ir
 
 from ....graph.types import ElemKind
-from ..codegen.kinds import F32
+from ..codegen.kinds import F32, i64
 from ..codegen.module import KernelContext, Step
 from .gemm import Epilogue, load_vector, offset, splat
 from .scalar import SCALARS
@@ -41,12 +43,21 @@ def _disjoint(program: Any, a: Any, b: Any) -> bool:
     return region_a != region_b or start_a + a.type.nbytes <= start_b or start_b + b.type.nbytes <= start_a
 
 
-def _applies(program: Any, registers: list[Any], instr: Any) -> bool:
+def per_column(value: Any, dest: Any, result: Any) -> bool:
+    """Whether `value`, a source of an element-wise `dest` over `result`'s elements, holds one value
+    per column of the result's last dim, broadcast along the rest (a bias of shape (N,) or 1 x N)."""
+    columns = result.type.shape[-1] if result.type.rank else 0
+    return value.type.rank > 0 and value.type.size == columns == value.type.shape[-1] == dest.type.shape[-1] \
+        and value.type.size not in (1, result.type.size)
+
+
+def _applies(program: Any, registers: list[Any], instr: Any, rows: bool) -> bool:
     """Whether element-wise `instr` can run on vectors in a float32 kernel's store, `registers` the
     values held in vectors there (the result first): its result is one of them or a new one of the
     result's size, it reads at least one of them, and every other source is a single element or
     a float32 tensor of the result's size sharing no byte with any of them (element counts, not
-    shapes: a reshaping view holds its elements at the same flat indices)."""
+    shapes: a reshaping view holds its elements at the same flat indices), or with `rows` (the kernel's
+    vectors lie within rows of the result's last dim) one value per column (per_column)."""
     result = registers[0]
     if instr.kind not in VECTOR_KINDS or instr.operands[0].type.elem is not ElemKind.FLOAT32:
         return False
@@ -64,13 +75,13 @@ def _applies(program: Any, registers: list[Any], instr: Any) -> bool:
             continue
         if value.type.elem is not ElemKind.FLOAT32 or not all(_disjoint(program, value, r) for r in registers):
             return False
-        if value.type.size not in (1, result.type.size):
+        if value.type.size not in (1, result.type.size) and not (rows and per_column(value, dest, result)):
             return False
     return True
 
 
 def epilogue_length(program: Any, result: Any, candidates: Sequence[tuple[int, Any]],
-                    dead_after: Callable[[Any, int], bool]) -> int:
+                    dead_after: Callable[[Any, int], bool], rows: bool = False) -> int:
     """How many of `candidates` ((position, instruction) of the element-wise instructions right after
     a float32 kernel writing `result`) the kernel applies as it stores: the longest run `_applies`
     accepts after which every other tensor the run writes is dead (`dead_after(value, position)`),
@@ -78,7 +89,7 @@ def epilogue_length(program: Any, result: Any, candidates: Sequence[tuple[int, A
     then times x into the result) runs in the store this way, its second tensor never in memory."""
     registers, length = [result], 0
     for count, (position, instr) in enumerate(candidates, 1):
-        if not _applies(program, registers, instr):
+        if not _applies(program, registers, instr, rows):
             break
         dest = instr.operands[0]
         if not any(same_bytes(program, dest, r) for r in registers):
@@ -116,6 +127,9 @@ def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
                     args.append(vectors[index])
                 elif value.type.size == 1:
                     args.append(splat(builder, builder.load(pointers[id(value)], typ=F32), lanes))
+                elif value.type.size != result.type.size:  # per column: the vector lies within a row
+                    column = builder.urem(at, i64(value.type.size))
+                    args.append(load_vector(ctx, offset(builder, pointers[id(value)], column), lanes, count))
                 else:
                     args.append(load_vector(ctx, offset(builder, pointers[id(value)], at), lanes, count))
             vectors[held(instr.operands[0])] = SCALARS[instr.kind].scalar(ctx, instr, args)

@@ -152,4 +152,5 @@ def _matmul(ctx: KernelContext, step: Step) -> None:
         _matmul_loop(ctx, step)
 
 
-register("MatMul", COMPUTE_FLOATS | HALF_FLOATS | COMPUTE_INTS | QUANTIZED, _matmul, accepts=accepts, epilogue=_on_gemm)
+register("MatMul", COMPUTE_FLOATS | HALF_FLOATS | COMPUTE_INTS | QUANTIZED, _matmul, accepts=accepts, epilogue=_on_gemm,
+         epilogue_rows=True)

@@ -35,6 +35,9 @@ class KernelRecord:
     accepts: Callable[[Any], bool] | None = None
     scalar: Scalar | None = None
     epilogue: Callable[[Any], bool] | None = None
+    epilogue_rows: bool = False
+    """Whether each vector the kernel's store hands its epilogue lies within one row of the result's
+    last dim (a MatMul's C), so an epilogue source of one value per column (a bias) is read there."""
 
     def takes_epilogue(self, instr: Any) -> bool:
         """Whether `instr`'s kernel applies stacked element-wise instructions as it stores."""
@@ -51,8 +54,8 @@ KERNELS: dict[str, KernelRecord] = {}
 
 def register(kind: str, elems: frozenset[ElemKind], build: KernelBuilder, *,
              accepts: Callable[[Any], bool] | None = None, scalar: Scalar | None = None,
-             epilogue: Callable[[Any], bool] | None = None) -> None:
+             epilogue: Callable[[Any], bool] | None = None, epilogue_rows: bool = False) -> None:
     """Add the record of `kind`; a kind registered twice is a bug."""
     if kind in KERNELS:
         raise ValueError(f"cpu kernel for {kind} is registered twice")
-    KERNELS[kind] = KernelRecord(kind, frozenset(elems), build, accepts, scalar, epilogue)
+    KERNELS[kind] = KernelRecord(kind, frozenset(elems), build, accepts, scalar, epilogue, epilogue_rows)
