@@ -23,6 +23,7 @@ fill and drain) and pipeline fill.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -134,12 +135,14 @@ def _candidates(total: int, unit: int) -> list[int]:
     return sorted(values, reverse=True)
 
 
+@functools.lru_cache(maxsize=4096)  # a layer is costed again by every way of placing it (its tiling is pure)
 def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extra_buffers: int = 0,
                   vector_passes: int = 1, pitches: Pitches | None = None, whole_image: bool = False,
                   reserved_acc: int = 0, input_passes: int = 0, batch: int = 1, row_multiple: int = 1,
-                  products: int = 1, pooled: bool = False) -> Tiling:
-    """The cheapest tiling that fits; UnsupportedError if none does. `extra_buffers` int8 tiles of the
-    result's size sit next to it (twice over), and the vector engine makes `vector_passes` over each, and
+                  products: int = 1, pooled: bool = False, fewer: bool = True) -> Tiling:
+    """The cheapest tiling that fits (the most rows, or with `fewer` `_fewer_rows`); UnsupportedError if none does.
+    `extra_buffers` int8 tiles of the result's size sit next to it (twice over), and the vector engine makes
+    `vector_passes` over each, and
     `input_passes` over each input tile before the array reads it (a channel gate); `reserved_acc` accumulator
     words are the layer's own (the gate's rows). With `whole_image`, every tile holds all the output rows (a
     global pool reduces each tile to one row), and one more accumulator row of the tile's channels is kept (the
@@ -151,7 +154,14 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
     pooled (a quarter of the pixels)."""
     spad = config.scratchpad_bytes - reserved_spad
     acc_words = config.accumulator_bytes // 4 - reserved_acc
-    best: Tiling | None = None
+
+    def costed(tiling: Tiling) -> Tiling:
+        traffic, cycles = estimate(shape, tiling.rows, tiling.n, tiling.c, config, extra_buffers, vector_passes,
+                                   pitches, input_passes, images=tiling.images, batch=batch, products=products,
+                                   pooled=pooled)
+        return replace(tiling, traffic=traffic, cycles=cycles)
+    fullest: list[tuple[Tiling, int]] = []
+    """each (n, c)'s cheapest tiling of the most rows that fit, with those rows"""
     for n in _candidates(min(shape.out_channels, MAX_N), config.array_cols):
         for c in _candidates(shape.channels, config.array_rows):
             if shape.kh * shape.kw * c > MAX_K:
@@ -161,20 +171,45 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
             rows = rows if rows >= shape.out_height else rows - rows % row_multiple
             if rows == 0 or whole_image and rows < shape.out_height:
                 continue
+            options = []
             for images in range(1, (batch if rows == shape.out_height else 1) + 1):
                 tiling = Tiling(shape.out_height if images > 1 else rows, n, c, 0, 0.0, extra_buffers,
                                 images=images)
                 if images > 1 and not _fits(shape, tiling, spad, words):
                     break
-                traffic, cycles = estimate(shape, tiling.rows, n, c, config, extra_buffers, vector_passes, pitches,
-                                           input_passes, images=images, batch=batch, products=products,
-                                           pooled=pooled)
-                if best is None or cycles < best.cycles:
-                    best = replace(tiling, traffic=traffic, cycles=cycles)
+                options.append(costed(tiling))
+            fullest.append((min(options, key=lambda t: t.cycles), rows))
+    fullest.sort(key=lambda pair: pair[0].cycles)  # (stable: the first of equals, as the loop order found it)
+    best = fullest[0][0] if fullest else None
+    for tiling, rows in fullest[:FEWER_ROWS_COSTED if fewer and not whole_image else 0]:
+        for fewer in _fewer_rows(shape.out_height, rows, row_multiple):
+            candidate = costed(Tiling(fewer, tiling.n, tiling.c, 0, 0.0, extra_buffers))
+            if candidate.cycles < best.cycles:
+                best = candidate
     if best is None:
         raise UnsupportedError(f"a {shape.kh}x{shape.kw} convolution of {shape.channels} channels on "
                                f"{shape.width}-pixel rows does not fit the scratchpad ({config.scratchpad_bytes} B)")
     return best
+
+
+FEWER_ROWS_COSTED = 8
+"""How many of the cheapest channel tilings (each with the most rows that fit) are costed with fewer rows too."""
+ROW_OPTIONS = 2
+"""Fewer rows costed: the image shared evenly by one and by two tiles more than the fewest that fit."""
+
+
+def _fewer_rows(height: int, largest: int, multiple: int) -> list[int]:
+    """Rows per tile below the most that fit worth costing (multiples of `multiple`): `ROW_OPTIONS` even shares of
+    the image. Where the loads are the busiest stream, the last tile's array work follows them, so smaller tiles
+    can finish sooner than the fewest, for the fills and drains they add."""
+    options = set()
+    fewest = -(-height // largest)
+    for parts in range(fewest + 1, fewest + 1 + ROW_OPTIONS):
+        rows = -(-height // parts)
+        rows -= rows % multiple
+        if 0 < rows < largest:
+            options.add(rows)
+    return sorted(options, reverse=True)
 
 
 def choose_grouped_tiling(shape: ConvShape, groups: int, config: ArchConfig, reserved_spad: int,

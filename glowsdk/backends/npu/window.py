@@ -65,10 +65,11 @@ def window_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, pass
     estimated faster. None if none fits, or if its array takes more than `WINDOW_ARRAY_MARGIN` longer than the
     unpooled layer's would (smaller tiles fill and drain the array more often): a pool beside an array-bound
     convolution hides under it (overlap.py), whereas fusing it costs array time."""
-    try:
+    try:  # (the most rows that fit each: the margin weighs what the pool adds, not a choice of fewer rows)
         tiling = choose_tiling(shape, config, reserved_spad, vector_passes=passes + 2,
-                               reserved_acc=running_width(shape, False) * shape.out_channels, row_multiple=2)
-        alone = choose_tiling(shape, config, reserved_spad, vector_passes=passes)
+                               reserved_acc=running_width(shape, False) * shape.out_channels, row_multiple=2,
+                               fewer=False)
+        alone = choose_tiling(shape, config, reserved_spad, vector_passes=passes, fewer=False)
     except UnsupportedError:
         return None
     plain = array_cycles(shape, tiling, config)
