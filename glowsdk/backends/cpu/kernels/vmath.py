@@ -100,16 +100,27 @@ class _Math:
         return self.builder.bitcast(self.builder.shl(biased, self.int_const(23)), self.type)
 
 
-def _exp(m: _Math, x: ir.Value) -> ir.Value:
-    """e^x for x already clamped to EXP_RANGE (no NaN handling)."""
+def _reduced_exp(m: _Math, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(e^r, n) with e^x = e^r 2^n, |r| <= ln2/2."""
     b = m.builder
     n = m.call("llvm.roundeven", b.fmul(x, m.const(1 / math.log(2))))
     r = m.fma(n, m.const(-LN2_HIGH), x)
     r = m.fma(n, m.const(-LN2_LOW), r)
-    e = b.fadd(m.fma(m.horner(r, EXP_POLYNOMIAL), b.fmul(r, r), r), m.const(1.0))
-    whole = b.fptosi(n, m.int_type())
+    return b.fadd(m.fma(m.horner(r, EXP_POLYNOMIAL), b.fmul(r, r), r), m.const(1.0)), b.fptosi(n, m.int_type())
+
+
+def _exp(m: _Math, x: ir.Value) -> ir.Value:
+    """e^x for x already clamped to EXP_RANGE (no NaN handling)."""
+    b = m.builder
+    e, whole = _reduced_exp(m, x)
     half = b.ashr(whole, m.int_const(1))
     return b.fmul(b.fmul(e, m.power_of_two(half)), m.power_of_two(b.sub(whole, half)))
+
+
+def _normal_exp(m: _Math, x: ir.Value) -> ir.Value:
+    """e^x for x in [-87, 88], where it is a normal float: scaled by 2^n in one step."""
+    e, whole = _reduced_exp(m, x)
+    return m.builder.fmul(e, m.power_of_two(whole))
 
 
 def _clamped(m: _Math, x: ir.Value, low: float, high: float) -> ir.Value:
@@ -142,6 +153,6 @@ def erf(ctx: KernelContext, x: ir.Value) -> ir.Value:
     square = b.fmul(x, x)
     small = b.fmul(x, m.horner(square, ERF_SERIES))
     z = _clamped(m, m.call("llvm.fabs", x), 0.0, ERFC_LIMIT)
-    erfc = _exp(m, m.fma(b.fsub(m.const(0.0), z), z, m.horner(z, ERFC_EXPONENT)))
+    erfc = _normal_exp(m, m.fma(b.fsub(m.const(0.0), z), z, m.horner(z, ERFC_EXPONENT)))  # in [-17, 0]
     large = m.call("llvm.copysign", b.fsub(m.const(1.0), erfc), x)
     return m.keep_nan(x, b.select(b.fcmp_ordered("<", z, m.const(ERF_SMALL)), small, large))
