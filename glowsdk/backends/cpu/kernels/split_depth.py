@@ -15,11 +15,14 @@ tile) units, part 0 adding its product to the bias in C itself, part 1 storing
 its product in scratch memory; in the second, they share C's rows, each adding
 part 1's product to part 0's and applying the stacked element-wise instructions
 as it stores. With one thread the first phase is the plain GEMM and the second
-does nothing. On mnasnet1_0 at 2 threads (per-kernel cycles, the best of 600 runs
-in three sessions interleaved with the row split's, 2 vCPUs with AVX-512, a loaded
-machine): 480 -> 80 at 14 x 14 from 172 and 160 to 138 and 140 thousand cycles,
-480 -> 96 from 175 to 154, 576 -> 96 from 219 to 195 (the kernels left alone: 0.93
-to 1.0 of theirs).
+does nothing. Behind a 5x5 depthwise layer on 2 threads (per-kernel cycles, the
+best of 3 x 1500 runs interleaved with the row split, 2 vCPUs with AVX-512, a
+loaded machine): 480 -> 80 at 14 x 14 from 161 to 120 thousand cycles (1.45x to
+1.84x of one thread), 576 -> 96 from 210 to 172 (1.56x to 1.80x), mobilenet_v2's
+384 -> 64 from 108 to 80 (1.38x to 1.80x). Placing each part's rows so that a
+thread sums where it stored its own product measured no faster. Sharing the
+depth of 28 x 28 projections (column tiles shared, 3 and 1.8 input channels per
+filter) measured 6-7% faster, within the noise; at 56 x 56 and 112 x 112 slower.
 """
 from __future__ import annotations
 
