@@ -16,7 +16,7 @@ from .families import dma, matrix, vector
 from .schema import (Check, Engine, Field, FieldKind, FieldValue, FromConfig, InstrSpec, signed, symbolic, unsigned,
                      validate_table)
 
-ISA_VERSION = (2, 5)
+ISA_VERSION = (2, 6)
 """(major, minor): major changes with any incompatible encoding or semantics, minor when instructions are
 added; a binary records the version it was built for."""
 
@@ -454,6 +454,19 @@ r*cols + c]` = the int8 REQUANT would store. A channel gate (an image times a pe
 time, squeeze-and-excitation) in one pass: VMUL into the accumulator followed by REQUANT gives the same bytes.""",
         "vector-unary", semantics=vector.requant_mul, extents=vector.requant_mul_extents,
         timing=lanes(vector.rows_by_cols, multiplies=True)),
+    InstrSpec("LUT_VADD_LUT", 0x33, Engine.VECTOR, (
+        F("dst", 22, SPAD_ADDR, "int8 result, count elements"),
+        F("src1", 44, SPAD_ADDR, "first int8 source a, count elements"),
+        F("src2", 66, SPAD_ADDR, "second int8 source b, count elements, looked up before the add"),
+        F("table", 88, SPAD_ADDR, "256 little-endian int16 entries (512 bytes), indexed by b"),
+        F("count", 110, COUNT16, "elements"),
+    ), """\
+For i < count, with t(j) the little-endian int16 at spad[table + 2j .. table + 2j + 1]: `spad[dst + i] =
+lut[min(max(spad[src1 + i] + t(spad[src2 + i] + 128), -128), 127) + 128]` (lut: the table LUT_LOAD set). A
+residual Add whose operand is rescaled first, with the element-wise step after it, in one pass: the operand's
+Rescale minus the Add's zero point is t (exact in 16 bits), so LUT of the operand, VADD_LUT give the same
+bytes.""", "vector-binary", semantics=vector.lut_add_lut, extents=vector.lut_add_lut_extents,
+              timing=lanes(vector.count)),
 ]
 
 INSTRUCTIONS: tuple[InstrSpec, ...] = (*CONTROL, *DMA, *MATRIX, *VECTOR)

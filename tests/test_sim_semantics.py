@@ -259,6 +259,30 @@ def case_add_lut(rng):
     assert spad(fused, 0x40, n).tolist() == spad(spelled, 0x40, n).tolist()
 
 
+def case_lut_add_lut(rng):
+    """The operand looked up in the int16 table, added, saturated, looked up in the LUT, in place (dst = src1, an
+    epilogue's tile); the same bytes as the spelling it replaces (LUT of the operand into int8, then VADD_LUT) where
+    the table's entries are int8, and exact where they are not (an offset folded into them)."""
+    n = 300
+    post, a, b = rng.integers(-128, 128, 256), operand(rng, "spad", n), operand(rng, "spad", n)
+    p = Program()
+    p.put("spad", 0x1000, post)
+    p.put("spad", 0x40, a)
+    p.put("spad", 0x200, b)
+    for pre in (rng.integers(-128, 128, 256), rng.integers(-32768, 32768, 256), np.full(256, -200)):
+        p.put("spad", 0x2000, pre.astype("<i2").view(np.int8))
+        result = p.run("LUT_LOAD src=0x1000", f"LUT_VADD_LUT dst=0x40 src1=0x40 src2=0x200 table=0x2000 count={n}")
+        assert spad(result, 0x40, n).tolist() == [int(post[sat("spad", int(x) + int(pre[int(y) + 128])) + 128])
+                                                 for x, y in zip(a, b)]
+    pre = rng.integers(-128, 128, 256)
+    p.put("spad", 0x2000, pre.astype("<i2").view(np.int8))
+    p.put("spad", 0x3000, pre)
+    fused = p.run("LUT_LOAD src=0x1000", f"LUT_VADD_LUT dst=0x40 src1=0x40 src2=0x200 table=0x2000 count={n}")
+    spelled = p.run("LUT_LOAD src=0x3000", f"LUT dst=0x200 src=0x200 count={n}", "LUT_LOAD src=0x1000",
+                    f"VADD_LUT dst=0x40 src1=0x40 src2=0x200 count={n} offset=0")
+    assert spad(fused, 0x40, n).tolist() == spad(spelled, 0x40, n).tolist()
+
+
 def case_requant_lut(rng):
     """REQUANT's int8 (bias row, per-tensor scale, clamp) looked up in the table: the same bytes as REQUANT then LUT."""
     rows, cols = 5, 7
@@ -528,7 +552,7 @@ CASES: dict[str, Callable] = {
     "REQUANT": case_requant, "CONFIG_REQUANT": case_requant,
     "CLAMP": case_clamp, "CONFIG_CLAMP": case_clamp,
     "LUT": case_lut, "LUT_LOAD": case_lut, "LUT32": case_lut32, "VDIV": case_divide,
-    "VMAC": case_mac, "VADD_LUT": case_add_lut, "REQUANT_LUT": case_requant_lut, "REQUANT_MUL": case_requant_mul,
+    "VMAC": case_mac, "VADD_LUT": case_add_lut, "LUT_VADD_LUT": case_lut_add_lut, "REQUANT_LUT": case_requant_lut, "REQUANT_MUL": case_requant_mul,
     "POOL": case_pool, "CONFIG_POOL": case_pool,
     "REDUCE": case_reduce,
     "MATMUL": case_matmul, "CONFIG_MATMUL": case_matmul, "GMATMUL": case_grouped_matmul,

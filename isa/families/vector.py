@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 LUT_BYTES = 256
 WIDE_LUT_BYTES = 1024
 """LUT32's table: 256 int32 entries."""
+ADD_TABLE_BYTES = 512
+"""LUT_VADD_LUT's operand table: 256 int16 entries."""
 REQUANT_ENTRY_BYTES = 8
 DIVIDE_CYCLES = 4
 """Lane-cycles per VDIV element: the divider is iterative (radix-4 over a 64-bit dividend, pipelined)."""
@@ -196,6 +198,18 @@ def add_lut(state: State, i: Instr, r: Registers) -> list[Write]:
 def add_lut_extents(i: Instr, r: Registers) -> list[Extent]:
     return [Extent("spad", i.src1, i.src1 + i.count, False), Extent("spad", i.src2, i.src2 + i.count, False),
             Extent("spad", i.dst, i.dst + i.count, True)]
+
+
+def lut_add_lut(state: State, i: Instr, r: Registers) -> list[Write]:
+    """LUT_VADD_LUT: b looked up in the int16 table, added to a, saturated, looked up in the LUT."""
+    table = np.ascontiguousarray(state.spad[i.table:i.table + ADD_TABLE_BYTES]).view(np.uint8).view("<i2")
+    total = read(state, "spad", i.src1, i.count) + table[read(state, "spad", i.src2, i.count) + 128].astype(np.int64)
+    return write_to(state.spad, i.dst, state.lut[np.clip(total, numerics.INT8_MIN, numerics.INT8_MAX) + 128])
+
+
+def lut_add_lut_extents(i: Instr, r: Registers) -> list[Extent]:
+    return [Extent("spad", i.src1, i.src1 + i.count, False), Extent("spad", i.src2, i.src2 + i.count, False),
+            Extent("spad", i.table, i.table + ADD_TABLE_BYTES, False), Extent("spad", i.dst, i.dst + i.count, True)]
 
 
 def pool_output(i: Instr, r: Registers) -> tuple[int, int]:

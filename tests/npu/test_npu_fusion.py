@@ -12,9 +12,9 @@ import pytest
 
 import glowsdk
 from glowsdk import numerics
-from glowsdk.backends.npu.gemm import (AddTensor, Clamp8, Lut8, Rescale8, compact, epilogue_specs, requant_specs,
-                                       vector_passes)
-from glowsdk.backends.npu.instructions import CONFIG_REQUANT, LUT_LOAD, REQUANT_LUT, VADD_LUT
+from glowsdk.backends.npu.gemm import (MAX_COUNT16, AddTensor, Clamp8, Lut8, Lut16, Rescale8, compact, epilogue_specs,
+                                       requant_specs, vector_passes)
+from glowsdk.backends.npu.instructions import CONFIG_REQUANT, LUT_LOAD, LUT_VADD_LUT, REQUANT_LUT, VADD_LUT
 from glowsdk.backends.npu.pipeline import LOADED, PREFETCH, TABLE
 from glowsdk.cli.main import main
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
@@ -144,15 +144,17 @@ def test_a_max_pool_over_a_concat_is_done_by_each_convolution_that_writes_a_part
 def test_a_run_of_unary_steps_is_one_table_of_their_exact_values():
     rescale, clamp = Rescale8(1518500250, 1, 5, -7), Clamp8(-7, 100)
     chain = compact([rescale, clamp, AddTensor(None, 3, Rescale8(1 << 30, 0, 2, 0)), clamp])
-    assert [type(op) for op in chain] == [Lut8, AddTensor] and isinstance(chain[1].pre, Lut8)
+    assert [type(op) for op in chain] == [Lut8, AddTensor] and isinstance(chain[1].pre, Lut16)
     q = np.arange(-128, 128)
     step = np.clip(numerics.requantize(q - 5, 1518500250, 1, -7).astype(np.int64), -7, 100)  # the two instructions
     # the Add's zero point is folded into the table before it (every entry minus 3 is still an int8): one VADD
     assert chain[1].folded
     np.testing.assert_array_equal(np.frombuffer(chain[0].table, np.int8), step - 3)
-    # the clamp after the Add is its post table: REQUANT_LUT with the leading table, the operand's table, one VADD_LUT
+    # the clamp after the Add is its post table, and the operand's Rescale its int16 table: REQUANT_LUT with the
+    # leading table, then one LUT_VADD_LUT
     np.testing.assert_array_equal(np.frombuffer(chain[1].post.table, np.int8), np.clip(q, -7, 100))
-    assert vector_passes(chain) == 1 + (1 + 1)
+    np.testing.assert_array_equal(np.frombuffer(chain[1].pre.table, "<i2"), numerics.requantize(q - 2, 1 << 30, 0, 0))
+    assert vector_passes(chain) == 1 + 1
     wide = compact([Rescale8(1 << 30, -1, 0, 0), AddTensor(None, -100)])  # 127 + 100 is no int8: VADD, VSUBI
     assert not wide[1].folded and wide[1].post is None and vector_passes(wide) == 1 + 2
     # followed by a table, the unfolded Add subtracts its zero point in VADD_LUT's offset: one pass
@@ -259,3 +261,26 @@ def test_compile_report_lists_each_layer_against_the_simulator(capsys):
 def test_report_needs_the_npu_target(capsys):
     assert main(["compile", "squeezenet", "--target", "interpreter", "--report"]) == 2
     assert "--report" in capsys.readouterr().err
+
+
+def test_a_rescaled_residual_operand_is_looked_up_in_the_adds_own_pass_whatever_its_zero_point():
+    # ResNet's identity shortcut: the block's input rescaled to the Add's type, the Add, its ReLU. The operand's table
+    # takes the zero point in int16 (here -100 pushes entries past int8, which no int8 table could fold): one
+    # LUT_VADD_LUT, the same values as LUT of the operand then VADD_LUT with the zero in its offset
+    pre, zero = Rescale8(1 << 30, -1, 0, 0), -100
+    chain = compact([AddTensor(None, zero, pre), Clamp8(-100, 127)])
+    add = chain[0]
+    assert len(chain) == 1 and add.folded and isinstance(add.pre, Lut16) and vector_passes(chain) == 1 + 1
+    pixels, n = 3, 40000  # a tile of more elements than one instruction counts: two of them
+    places = {id(add.post): 0x400, id(add.pre): 0x800}
+    load, *fused = epilogue_specs(add, 0x10000, 0, pixels, n, 0x80000, places)
+    assert load == LUT_LOAD(src=0x400) and [op.fields["count"] for op in fused] == [MAX_COUNT16, 3 * n - MAX_COUNT16]
+    assert fused[1] == LUT_VADD_LUT(dst=0x10000 + MAX_COUNT16, src1=0x10000 + MAX_COUNT16, src2=0x80000 + MAX_COUNT16,
+                                    table=0x800, count=3 * n - MAX_COUNT16)
+    q, x = np.meshgrid(np.arange(-128, 128), np.arange(-128, 128))
+    rescaled = numerics.requantize(np.arange(-128, 128), 1 << 30, -1, 0).astype(np.int64)
+    want = np.clip(np.clip(q + rescaled[x + 128] - zero, -128, 127), -100, 127)  # LUT, VADD, VSUBI, the clamp
+    table = np.frombuffer(add.pre.table, "<i2").astype(np.int64)
+    post = np.frombuffer(add.post.table, np.int8).astype(np.int64)
+    np.testing.assert_array_equal(post[np.clip(q + table[x + 128], -128, 127) + 128], want)
+    assert table.max() > 127  # no int8 table holds it

@@ -31,10 +31,10 @@ from typing import Callable
 import numpy as np
 
 from isa.config import ArchConfig
-from isa.program import LUT_BYTES
 from isa.roofline import Workload
 
-from .gemm import AddTensor, Clamp8, EpilogueOp, Requant, compact, epilogue_specs, requant_specs, tables
+from .gemm import (AddTensor, Clamp8, EpilogueOp, Requant, compact, epilogue_specs, requant_specs, table_places,
+                   tables, tables_size)
 from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, REDUCE, STORE, VADDI, VDIV, VMAC, Op
 from .pipeline import Step, Tile
 from .scratchpad import align
@@ -136,7 +136,7 @@ class DepthwiseLayer:
         folded = (bias.astype(np.int64) - x_zero * per_tap.astype(np.int64).sum(axis=1) + (1 << 31)) % (1 << 32) \
             - (1 << 31)
         adds = sum(isinstance(op, AddTensor) for op in epilogue)
-        fixed = (align(8 * channels) if requant.per_channel else 0) + LUT_BYTES * len(tables(epilogue)) + \
+        fixed = (align(8 * channels) if requant.per_channel else 0) + align(tables_size(epilogue)) + \
             align(taps * channels) + (2 * align(channels) if pool else 0)
         tile = _tile_shape(_Budget(shape, fixed, adds, 2 * align(channels) if pool else 0), config)
         if tile is None:
@@ -181,15 +181,15 @@ class DepthwiseLayer:
         s, adds = self.shape, sum(isinstance(op, AddTensor) for op in self.epilogue)
         ins, out, _ = _Budget(s, 0, adds).slot(self.rows, self.block)
         slot_bytes = ins + out * (1 + adds)
-        return ((align(8 * s.channels) if self.requant.per_channel else 0) + LUT_BYTES * len(tables(self.epilogue))
+        return ((align(8 * s.channels) if self.requant.per_channel else 0) + align(tables_size(self.epilogue))
                 + align(s.kh * s.kw * s.channels) + 2 * slot_bytes + (2 * align(s.channels) if self.pool else 0))
 
     def tiles(self, base: Callable[[DramTensor], int], constants: int) -> tuple[list[Op], list[Tile]]:
         """(prologue, tiles) with absolute DRAM addresses."""
         s, c_all, taps = self.shape, self.shape.channels, self.shape.kh * self.shape.kw
         table_bytes = align(8 * c_all) if self.requant.per_channel else 0
-        luts = {id(t): table_bytes + k * LUT_BYTES for k, t in enumerate(tables(self.epilogue))}
-        weights = table_bytes + LUT_BYTES * len(luts)
+        luts = table_places(self.epilogue, table_bytes)
+        weights = table_bytes + align(tables_size(self.epilogue))
         adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
         in_bytes, out_bytes, words = _Budget(s, 0, len(adds)).slot(self.rows, self.block)
         slot_bytes = in_bytes + out_bytes * (1 + len(adds))
@@ -202,8 +202,8 @@ class DepthwiseLayer:
         prologue: list[Op] = []
         if self.requant.per_channel:
             prologue += [config_load(0, 0, 8 * c_all), load(constants + self.table, "spad", 0, 1, 1)]
-        for offset, sram in zip(self.luts, luts.values()):
-            prologue += [config_load(0, 0, LUT_BYTES), load(constants + offset, "spad", sram, 1, 1)]
+        for offset, lut in zip(self.luts, tables(self.epilogue)):
+            prologue += [config_load(0, 0, len(lut.table)), load(constants + offset, "spad", luts[id(lut)], 1, 1)]
         prologue += [config_load(0, 0, taps * c_all), load(constants + self.weights, "spad", weights, 1, 1),
                      config_load(0, 0, 4 * c_all), load(constants + self.bias, "acc", 0, 1, 1)]
         if self.pool == "avg":  # the pixel count in every column of a block

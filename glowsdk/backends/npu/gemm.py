@@ -33,15 +33,15 @@ from typing import Callable, Sequence
 import numpy as np
 
 from isa.config import ArchConfig
-from isa.program import LUT_BYTES
 from isa.roofline import Workload
+from isa.table import COUNT16
 from sim.timing import grouped_matmul_cycles, matmul_cycles
 
 from ...errors import UnsupportedError
 from ...numerics import requantize
 from .instructions import (CLAMP, CONFIG_CLAMP, CONFIG_LOAD, CONFIG_MATMUL, CONFIG_REQUANT, CONFIG_STORE, GMATMUL,
-                           LUT, LUT_LOAD, MATMUL, REDUCE, REQUANT, REQUANT_LUT, REQUANT_MUL, STORE, VADD, VADD_LUT,
-                           VADDI, VDIV, VMULI, VSUBI, Op)
+                           LUT, LUT_LOAD, LUT_VADD_LUT, MATMUL, REDUCE, REQUANT, REQUANT_LUT, REQUANT_MUL, STORE, VADD,
+                           VADD_LUT, VADDI, VDIV, VMULI, VSUBI, Op)
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
@@ -49,6 +49,10 @@ from .tile_loads import Image, config_load, input_loads, load, stacked_loads, st
 from .tiling import (ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling,
                      choose_tiling, stacked_rows)
 from .window import pool_across, running_width, split_shape, tile_maxima, window_tiling
+
+
+MAX_COUNT16 = (1 << COUNT16.width) - 1
+"""The most elements one LUT_VADD_LUT takes (a longer tile's Add is several)."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,19 @@ class Lut8:
 
 
 @dataclass(frozen=True)
+class Lut16:
+    """An Add's operand table with the Add's zero point subtracted, in int16 (every entry exact): LUT_VADD_LUT looks
+    the operand up in it in the Add's own pass, where its Rescale would take a LUT pass of its own."""
+
+    table: bytes
+    """entry i, little-endian int16: the operand's rescaled value of the int8 i - 128, minus the zero point"""
+
+    @staticmethod
+    def of(pre: Lut8, offset: int) -> Lut16:
+        return Lut16((np.frombuffer(pre.table, np.int8).astype(np.int64) + offset).astype("<i2").tobytes())
+
+
+@dataclass(frozen=True)
 class AddTensor:
     """A same-type Add of another NHWC int8 tensor: saturate(q + x - zero), x rescaled first by `pre`. With
     `folded`, a table before it already subtracted `zero` from one side: one saturating int8 VADD. With
@@ -145,7 +162,7 @@ class AddTensor:
 
     operand: Image
     zero: int
-    pre: Rescale8 | Lut8 | None = None
+    pre: Rescale8 | Lut8 | Lut16 | None = None
     folded: bool = False
     post: Lut8 | None = None
 
@@ -201,7 +218,15 @@ def compact(epilogue: Sequence[EpilogueOp]) -> tuple[EpilogueOp, ...]:
             op = _fold_zero(op, out)
         if op is not None:
             out.append(op)
-    return tuple(out)
+    return tuple(_looked_up(op) if isinstance(op, AddTensor) else op for op in out)
+
+
+def _looked_up(add: AddTensor) -> AddTensor:
+    """An Add whose operand is rescaled and whose sum is looked up (`post`) with the operand's table in int16, its
+    zero point in it: one LUT_VADD_LUT pass where LUT and VADD_LUT took two."""
+    if not isinstance(add.pre, Lut8) or add.post is None:
+        return add
+    return replace(add, pre=Lut16.of(add.pre, 0 if add.folded else -add.zero), folded=True)
 
 
 def _fold_zero(add: AddTensor, before: list[EpilogueOp]) -> AddTensor:
@@ -225,17 +250,32 @@ def _minus(table: EpilogueOp | None, zero: int) -> Lut8 | None:
     return Lut8(values.astype(np.int8).tobytes()) if values.min() >= -128 and values.max() <= 127 else None
 
 
-def tables(epilogue: Sequence[EpilogueOp]) -> list[Lut8]:
+def tables(epilogue: Sequence[EpilogueOp]) -> list[Lut8 | Lut16]:
     """The epilogue's tables in the order its tiles use them (an Add's operand table before the Add)."""
     return [t for op in epilogue for t in ((op.pre, op.post) if isinstance(op, AddTensor) else (op,))
-            if isinstance(t, Lut8)]
+            if isinstance(t, (Lut8, Lut16))]
+
+
+def tables_size(epilogue: Sequence[EpilogueOp]) -> int:
+    """The scratchpad the epilogue's tables take, one after another (`table_places`)."""
+    return sum(len(t.table) for t in tables(epilogue))
+
+
+def table_places(epilogue: Sequence[EpilogueOp], base: int) -> dict[int, int]:
+    """Each table's scratchpad address (by id), one after another from `base`."""
+    places, at = {}, base
+    for t in tables(epilogue):
+        places[id(t)] = at
+        at += len(t.table)
+    return places
 
 
 def vector_passes(epilogue: Sequence[EpilogueOp]) -> int:
     """Passes of the vector engine over a tile: its REQUANT (with a leading table: REQUANT_LUT), then each other
-    step's (an Add: VADD and VSUBI, or one VADD_LUT with its post table)."""
-    def one(op: EpilogueOp | None) -> int:
-        return 0 if op is None else 2 if isinstance(op, Rescale8) else 1
+    step's (an Add: VADD and VSUBI, or one VADD_LUT with its post table, or one LUT_VADD_LUT with its operand's table
+    too)."""
+    def one(op: EpilogueOp | Lut16 | None) -> int:  # an operand's Lut16 is looked up in the Add's pass
+        return 0 if op is None or isinstance(op, Lut16) else 2 if isinstance(op, Rescale8) else 1
 
     def add(op: AddTensor) -> int:
         return (1 if op.post else 2 - op.folded) + one(op.pre)
@@ -275,7 +315,7 @@ def pretile_weights(filters: np.ndarray, tiling: Tiling) -> list[tuple[int, int,
 def _reserved_spad(shape: ConvShape, per_channel: bool, epilogue: Sequence[EpilogueOp], gated: bool = False) -> int:
     """Scratchpad bytes a layer keeps before its tiles: the per-channel requantize table, the epilogue's tables,
     a channel gate's row."""
-    return align(8 * shape.out_channels if per_channel else 0) + LUT_BYTES * len(tables(epilogue)) + \
+    return align(8 * shape.out_channels if per_channel else 0) + align(tables_size(epilogue)) + \
         (align(shape.channels) if gated else 0)
 
 
@@ -515,8 +555,8 @@ class GemmLayer:
         s, t = self.tiled_shape(), self.tiling
         table_bytes = 8 * s.out_channels if self.requant.per_channel else 0
         lut_base = align(table_bytes)
-        luts = {id(t): lut_base + k * LUT_BYTES for k, t in enumerate(tables(self.epilogue))}
-        gate_row = lut_base + LUT_BYTES * len(luts)  # a channel gate's s
+        luts = table_places(self.epilogue, lut_base)
+        gate_row = lut_base + align(tables_size(self.epilogue))  # a channel gate's s
         slot_base = gate_row + (align(s.channels) if self.gate else 0)
         in_bytes, w_bytes = t.input_bytes(s), t.weight_bytes(s)
         out_bytes = align(t.images * t.rows * s.out_width * t.n)
@@ -540,8 +580,8 @@ class GemmLayer:
         prologue: list[Op] = []
         if table_bytes:
             prologue = [config_load(0, 0, table_bytes), load(constants + self.table, "spad", 0, 1, 1)]
-        for offset, sram in zip(self.luts, luts.values()):
-            prologue += [config_load(0, 0, LUT_BYTES), load(constants + offset, "spad", sram, 1, 1)]
+        for offset, lut in zip(self.luts, tables(self.epilogue)):
+            prologue += [config_load(0, 0, len(lut.table)), load(constants + offset, "spad", luts[id(lut)], 1, 1)]
         prologue += [config_load(0, 0, 4 * s.out_channels),
                      load(constants + self.bias, "acc", bias_row, 1, 1)]
         divisor_row = accs[1] + acc_tile
@@ -767,6 +807,10 @@ def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, oper
         return [LUT_LOAD(src=luts[id(op)]), LUT(dst=out, src=out, count=pixels * n)]
     if not isinstance(op, AddTensor):
         return op.specs(out, acc, pixels, n)
+    if isinstance(op.pre, Lut16):  # the operand looked up, added, saturated and looked up again: one pass
+        return [LUT_LOAD(src=luts[id(op.post)])] + [
+            LUT_VADD_LUT(dst=out + at, src1=out + at, src2=operand + at, table=luts[id(op.pre)],
+                         count=min(MAX_COUNT16, pixels * n - at)) for at in range(0, pixels * n, MAX_COUNT16)]
     specs = epilogue_specs(op.pre, operand, acc, pixels, n, 0, luts) if op.pre else []
     if op.post:  # saturate(q + x - zero) looked up in the post table, in one pass
         return specs + [LUT_LOAD(src=luts[id(op.post)]),
