@@ -24,7 +24,7 @@ from .globalpool import GlobalPoolLayer
 from .layers import CopyLayer, Layer, LayerBuilder
 from .overlap import RIDERS, Beside, Footprint, config_state, interleave, pair_layers
 from .pipeline import emit_layer
-from .prefetch import emit_prefetch, plan_prefetches
+from .prefetch import emit_ahead, emit_prefetch, plan_input_prefetches, plan_prefetches
 from .softmax import SoftmaxLayer
 from .tensors import DramTensor, tensor_info
 from .vector import PoolLayer
@@ -40,8 +40,8 @@ def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
     if isinstance(body, GemmLayer):
         prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
         marks = emit_layer(em, tiles, prologue, matmul_config, late_prologue=True)  # the bias and tables: REQUANT's
-        if isinstance(after, GemmLayer) and after.prefetched is not None:
-            emit_prefetch(em, after, plan.constants.base)
+        if isinstance(after, GemmLayer) and (after.prefetched is not None or after.prefetched_input is not None):
+            emit_ahead(em, after, base, plan.constants.base, config)
         return marks
     if isinstance(body, DepthwiseLayer):
         prologue, tiles = body.tiles(base, plan.constants.base)
@@ -111,6 +111,7 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
     if any(isinstance(layer.body, RIDERS) for layer in layers):
         layers = pair_layers(layers, lambda layer: _footprint(layer, config, plan), config)
     plan_prefetches(layers, config)
+    plan_input_prefetches(layers, config)
     workloads = [_emit(em, layer, config, plan, after.body if after else None)
                  for layer, after in zip(layers, [*layers[1:], None])]
     tensors = list(builder.planner.tensors)

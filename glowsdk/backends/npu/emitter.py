@@ -67,6 +67,11 @@ class Emitter:
     def begin_layer(self) -> None:
         self._layer_start = len(self.instructions)
 
+    @property
+    def layer_start(self) -> int:
+        """Where the layer being emitted starts."""
+        return self._layer_start
+
     def end_layer(self, name: str, kind: str, dones: int = 1) -> None:
         """Close the layer with its barrier (waiting for the DONE signal its last STORE made: one from each of
         the `dones` layers it runs at once)."""

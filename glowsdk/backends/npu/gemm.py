@@ -380,6 +380,8 @@ class GemmLayer:
     """avg: constants offset of the pixel count (one int32), repeated along an accumulator row by a zero stride"""
     prefetched: int | None = None
     """the scratchpad address of the first step's weight block when the layer before loads it (prefetch.py)"""
+    prefetched_input: tuple[int, int] | None = None
+    """(scratchpad address, transfers) of the first step's input rows when the layer before loads them (prefetch.py)"""
     gate: ChannelGate | None = None
     """the per-channel gate each input tile is scaled by as it is loaded"""
     packing: Packing | None = None
@@ -544,6 +546,39 @@ class GemmLayer:
                        for flow in self.config.dataflows)
         return min(matmul_cycles(pixels, k, n, flow, self.config) for flow in self.config.dataflows)
 
+    def first_chunks(self) -> list[tuple[int, int]]:
+        """Output rows [a, b) of the first step's chunks, from its row tile's first row, where it streams
+        (`tile_loads.stream_rows`: the array starts on the first rows while the rest load); fewer than two: it
+        does not."""
+        s, t = self.shape, self.tiling
+        if self.packing or self.gate or self.split or min(t.images, self.source.batch) != 1:
+            return []
+        oy0, oy1 = self.row_tiles()[0]
+        c, n = min(t.c, s.channels), min(t.n, s.out_channels)
+        computed = stacked_rows(s, oy1 - oy0, 1) * s.out_width
+        return stream_rows(s, oy1 - oy0, c, n, best_dataflow(computed, s.kh * s.kw * c, n, self.config), self.config)
+
+    def _first_rows(self) -> tuple[int, int]:
+        """The output rows whose input the layer before loads when it prefetches it: the first chunk of a streamed
+        first step, else its whole row tile."""
+        oy0, oy1 = self.row_tiles()[0]
+        chunks = self.first_chunks()
+        return (oy0, oy0 + chunks[0][1]) if len(chunks) > 1 else (oy0, oy1)
+
+    def first_input(self, base: Callable[[DramTensor], int], sram: int) -> list[Op]:
+        """The loads of the first step's input rows (`_first_rows` of the first image, its first input-channel
+        block) into `sram`: what the layer before issues when it prefetches them."""
+        s, t = self.shape, self.tiling
+        oy0, oy1 = self._first_rows()
+        return input_loads(s, self.source, self.x_zero, base(self.source.tensor), oy0, oy1, min(t.c, s.channels),
+                           sram)
+
+    def first_input_bytes(self) -> int:
+        """The scratchpad bytes of the first step's prefetched input rows (`first_input`)."""
+        s, t = self.shape, self.tiling
+        oy0, oy1 = self._first_rows()
+        return align(s.in_rows(oy1 - oy0) * s.padded_width * min(t.c, s.channels))
+
     def first_weights(self) -> tuple[int, int, int]:
         """(constants offset, rows, bytes per row) of the weight block the first step loads."""
         s, t = self.shape, self.tiling
@@ -612,8 +647,14 @@ class GemmLayer:
                             continue
                         c = min(t.c, s.channels - c0)
                         ins, wgt = inputs[row_tile % 2 if stationary else g % 2], weight_slots[g % 2]
+                        # the layer before loaded the first step's input: its first chunk when it streams, else the
+                        # whole tile (every step of the row tile reads it there)
+                        chunks = self.first_chunks() if g == 0 else []
+                        ahead = self.prefetched_input is not None and (g == 0 or stationary and row_tile == 0)
+                        if ahead and len(chunks) <= 1:
+                            ins = self.prefetched_input[0]
                         dram = source + b * self.source.batch_stride + c0
-                        image = [] if stationary and n0 > 0 else input_loads(
+                        image = [] if ahead or stationary and n0 > 0 else input_loads(
                             s, self.source, self.x_zero, dram, oy0, oy1, c, ins) if images == 1 else stacked_loads(
                             s, self.source, self.x_zero, dram, images, c, ins)
                         shared, loads = (image, []) if several else ([], image)
@@ -623,7 +664,8 @@ class GemmLayer:
                             prepare = self.gate.rows(gate_row, gates, gates + s.channels, s.channels) + prepare
                         k = s.kh * s.kw * c
                         groups = self.packing.groups if self.packing else 1  # GMATMUL's weights: k rows of n / groups
-                        early = (PREFETCH, 1) if g == 0 and self.prefetched is not None else None
+                        early = (PREFETCH, 1 + (self.prefetched_input[1] if self.prefetched_input else 0)) \
+                            if g == 0 and self.prefetched is not None else None
                         # the slot that holds this step's block: the step two back loaded it into this one, or (one
                         # block for the whole layer: no load ever replaces it) an earlier step into either
                         kept = [k for k in (g % 2, (g + 1) % 2) if held[k] == (n0, c0) and (k == g % 2 or single)]
@@ -658,12 +700,11 @@ class GemmLayer:
                             dataflow=dataflow, im2col=1, out_w=s.out_width // columns, channels=c // groups,
                             kw=s.kw, stride_h=s.stride[0], stride_w=s.stride[1] * columns, dil_h=s.dilation[0],
                             dil_w=s.dilation[1], row_pitch=s.padded_width * c, pixel_pitch=c)
-                        chunks = stream_rows(s, oy1 - oy0, c, n, dataflow, self.config) \
-                            if g == 0 and images == 1 and not self.packing and not prepare and not self.split else []
                         if len(chunks) > 1:  # the layer's first step: the array starts on its first rows
                             steps.append(streamed_step(s, self.source, self.x_zero, dram, oy0, c, ins, chunks,
-                                                       loads if several else loads[4:], product, config, early,
-                                                       several))
+                                                       loads if several or ahead else loads[4:], product, config,
+                                                       early, several,
+                                                       self.prefetched_input[0] if ahead else None))
                         else:
                             products = [product, odd] if self.split else [product]
                             steps.append(Step(loads, [config, *products], matrix_wait=early, prepare=prepare,
@@ -702,7 +743,7 @@ class GemmLayer:
                               STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
                                     space="spad", sram=outputs[slot], planes=1, rows=rows, cols=width)]
                     tiles.append(Tile(steps, vector, stores, residuals))
-                if several:  # the row tile's last step is its input's last reader
+                if several and not (row_tile == 0 and self.prefetched_input):  # its last step: the input's last reader
                     next(step for tile in reversed(tiles) for step in reversed(tile.steps)).releases = True
         return prologue, tiles, config
 

@@ -37,6 +37,9 @@ PREPARED = 22
 """Per-slot pair: a step's operands prepared by the vector engine (`Step.prepare`), waited on by its matrix work."""
 IFREE = 24
 """Per-parity pair: a shared input buffer free again (`Step.shared`): its last reader's matrix work is done."""
+STORED = 26
+"""Signalled by a configuration op restated after the STORE of the last rows the next layer's first input reads,
+waited on by the load of that input before the barrier (prefetch.py)."""
 CLAMP_RESET = CONFIG_CLAMP(lo=-(1 << 31), hi=(1 << 31) - 1)
 """The clamp's reset bounds: a vector-engine instruction that changes nothing, to carry a wait or a signal."""
 

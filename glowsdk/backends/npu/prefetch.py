@@ -11,17 +11,31 @@ instead of loading the block. On big arrays the layers are short and this load i
 The region is free while the layer before runs: its buffers end below it, and the block it read from there
 itself (if the layer before it prefetched one) was read by its first step's matrix work, which its third
 step's loads wait for; so a layer that was prefetched prefetches for the next only if it has three steps.
+
+The next layer's first input rows are the layer before's result, but where it writes them in a row tile before its
+last, they are in DRAM while its last row tile computes: the layer before loads them too (`plan_input_prefetches`),
+after a restated CONFIG_STORE behind the STORE of the last of those rows signals STORED, into a region of their
+own, and the next layer's first step waits PREFETCH for them as for its weights. So once the barrier passes the
+array starts at once. The region lies above both layers' buffers and clear of every other region in use while it
+is loaded or read: the weight blocks prefetched for the layer before, for this layer and for the one after, and
+the input region of the layer before.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from isa.config import ArchConfig
+from isa.encoding import Instr, make_instr
+from isa.program import extents, with_registers
 
 from .emitter import Emitter, Sync
 from .depthwise import DepthwiseLayer
 from .gemm import GemmLayer
+from .instructions import Op
 from .layers import Layer
-from .pipeline import PREFETCH
+from .pipeline import PREFETCH, STORED
 from .scratchpad import align, align_down
+from .tensors import DramTensor
 from .tile_loads import config_load, load
 
 
@@ -57,3 +71,108 @@ def emit_prefetch(em: Emitter, body: GemmLayer, constants: int) -> None:
     offset, rows, width = body.first_weights()
     em.emit(config_load(width, 0, width))
     em.emit(load(constants + offset, "spad", body.prefetched, rows, 1), Sync(signal=PREFETCH, signal_count=1))
+
+
+def plan_input_prefetches(layers: list[Layer], config: ArchConfig) -> None:
+    """Mark each prefetched convolution layer whose first input rows the convolution layer before writes before its
+    last row tile (`GemmLayer.prefetched_input`: where they go, in how many transfers), where a region fits."""
+    if config.semaphores <= STORED:
+        return
+    bodies = [layer.body for layer in layers]
+    for k, (prev, body) in enumerate(zip(bodies, bodies[1:])):
+        if not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer) or not _stored_early(prev, body):
+            continue
+        after = bodies[k + 2] if k + 2 < len(bodies) else None
+        busy = [_weights(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
+        if prev.prefetched_input is not None:
+            busy.append((prev.prefetched_input[0], prev.prefetched_input[0] + prev.first_input_bytes()))
+        size = body.first_input_bytes()
+        address = _place(size, [r for r in busy if r is not None], max(prev.spad_end(), body.spad_end()), config)
+        if address is not None:
+            transfers = sum(op.mnemonic == "LOAD" for op in body.first_input(lambda tensor: 0, address))
+            body.prefetched_input = (address, transfers)
+
+
+def _stored_early(prev: GemmLayer, body: GemmLayer) -> bool:
+    """Whether every input byte of `body`'s first step is one `prev` stores before its last row tile (of its last
+    image), and `body` reads its first input as a plain row tile (one image, no gate, one group)."""
+    if prev.pool or prev.window or prev.tiling.images != 1 or len(prev.row_tiles()) < 2 or body.prefetched is None \
+            or body.gate or body.packing or body.groups != 1 or body.pool or body.window or body.tiling.images != 1 \
+            or prev.result.tensor is not body.source.tensor:
+        return False
+    s, src, r, t = body.shape, body.source, prev.result, body.tiling
+    oy0, oy1 = body.row_tiles()[0]
+    first = oy0 * s.stride[0] - s.pads[0]
+    chunks = body.first_chunks()
+    if len(chunks) > 1:  # only the first chunk is prefetched: the row tile's other readers would miss it
+        if t.c >= s.channels and s.out_channels > t.n or first + chunks[1][0] * s.stride[0] > s.height - 1:
+            return False
+        oy1 = oy0 + chunks[0][1]
+    last_row = min(first + s.in_rows(oy1 - oy0) - 1, s.height - 1)
+    end = last_row * src.row_stride + (s.width - 1) * src.pixel_stride + min(t.c, s.channels)
+    return end <= (prev.source.batch - 1) * r.batch_stride + prev.row_tiles()[-1][0] * r.row_stride
+
+
+def _weights(layer: GemmLayer) -> tuple[int, int] | None:
+    """The scratchpad region of a layer's prefetched weight block, if it has one."""
+    if layer.prefetched is None:
+        return None
+    _, rows, width = layer.first_weights()
+    return layer.prefetched, layer.prefetched + align(rows * width)
+
+
+def _place(size: int, busy: list[tuple[int, int]], floor: int, config: ArchConfig) -> int | None:
+    """The highest aligned address of `size` bytes at or above `floor` clear of every `busy` region, or None."""
+    for top in sorted({config.scratchpad_bytes, *(start for start, _ in busy)}, reverse=True):
+        address = align_down(top - size)
+        if address >= floor and all(address + size <= start or stop <= address for start, stop in busy):
+            return address
+    return None
+
+
+def emit_ahead(em: Emitter, after: GemmLayer, base: Callable[[DramTensor], int], constants: int,
+               config: ArchConfig) -> None:
+    """The prefetches a convolution layer makes for the next one, `after`, after its own last load: the first weight
+    block, then the first input rows, whose first load waits for the STORE of the layer (from `em.layer_start`) that
+    writes the last of them (a CONFIG_STORE restated after it signals STORED)."""
+    if after.prefetched is not None:
+        emit_prefetch(em, after, constants)
+    if after.prefetched_input is None:
+        return
+    address, transfers = after.prefetched_input
+    ops = after.first_input(base, address)
+    writer, restated = _writer(em.instructions, em.layer_start, _reads(ops, config), config)
+    if writer is None or sum(op.mnemonic == "LOAD" for op in ops) != transfers:
+        raise AssertionError("a prefetched input is written by the layer before, in as many transfers as planned")
+    em.instructions.insert(writer + 1, restated.replace(wait_sem=0, wait_count=0, signal_sem=STORED, signal_count=1))
+    waited = False
+    for op in ops:
+        if op.mnemonic != "LOAD":
+            em.emit(op)
+            continue
+        em.emit(op, Sync(wait=0 if waited else STORED, wait_count=0 if waited else 1, signal=PREFETCH, signal_count=1))
+        waited = True
+
+
+def _reads(ops: list[Op], config: ArchConfig) -> list[tuple[int, int]]:
+    """The DRAM byte ranges a list of loads (led by their configuration) reads."""
+    return [(e.start, e.stop) for instr, registers in with_registers(_instrs(ops), config)
+            if instr.mnemonic == "LOAD" for e in extents(instr, registers) if e.memory == "dram"]
+
+
+def _writer(program: list[Instr], start: int, reads: list[tuple[int, int]], config: ArchConfig
+            ) -> tuple[int | None, Instr | None]:
+    """The last STORE of `program` from `start` that writes a byte of `reads`, and the CONFIG_STORE in effect for it
+    (every tile's stores start with theirs)."""
+    writer = restated = latest = None
+    for index, (instr, registers) in enumerate(with_registers(program[start:], config), start):
+        if instr.mnemonic == "CONFIG_STORE":
+            latest = instr
+        elif instr.mnemonic == "STORE" and any(e.memory == "dram" and e.write and a < e.stop and e.start < b
+                                               for e in extents(instr, registers) for a, b in reads):
+            writer, restated = index, latest
+    return writer, restated
+
+
+def _instrs(ops: list[Op]) -> list[Instr]:
+    return [make_instr(op.mnemonic, **op.fields) for op in ops]

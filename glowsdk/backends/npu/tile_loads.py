@@ -72,11 +72,13 @@ def stream_rows(s: ConvShape, rows: int, c: int, n: int, dataflow: str, config: 
 
 def streamed_step(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, c: int, sram: int,
                   chunks: list[tuple[int, int]], weights: list[Op], product: Op, config: Op,
-                  early: tuple[int, int] | None, shared: bool) -> Step:
+                  early: tuple[int, int] | None, shared: bool, ahead: int | None = None) -> Step:
     """A tile's first step with its input loaded in row chunks (after the first, its weight block), each chunk's
     rows computed by a MATMUL of their own that waits only for the loads up to it: the array starts once the first
     chunk is in. A chunk whose window adds no image row (padding only) joins the one before. With `shared`, the
-    input is the row tile's that later steps read too (Step.shared)."""
+    input is the row tile's that later steps read too (Step.shared). With `ahead`, the layer before loaded the first
+    chunk's rows there (prefetch.py; `early` waits for them): its product reads them there, and the next chunk
+    loads its window's rows from its own first (the halo they share again)."""
     pitch, first = s.padded_width * c, oy0 * s.stride[0] - s.pads[0]
     loads: list[Op] = []
     parts: list[int] = []
@@ -89,6 +91,13 @@ def streamed_step(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, c:
         rows = MATMUL(inp=sram + a * s.stride[0] * pitch, wgt=product.fields["wgt"],
                       acc=product.fields["acc"] + a * s.out_width * product.fields["n"],
                       rows=(b - a) * s.out_width, k=product.fields["k"], n=product.fields["n"], acc_mode=0)
+        if ahead is not None and not products:  # loaded by the layer before, read where it lies
+            parts.append(0)
+            products.append(replace(rows, fields={**rows.fields, "inp": ahead}))
+            top = b * s.stride[0] if len(chunks) > 1 else bottom
+            continue
+        if y1 < y0 and ahead is not None and len(products) == 1:
+            raise AssertionError("a streamed step whose first chunk was prefetched has image rows in its second")
         if y1 < y0:  # padding only: computed by the chunk before's product, which waits for it
             products[-1] = replace(products[-1], fields={**products[-1].fields,
                                                         "rows": products[-1].fields["rows"] + rows.fields["rows"]})

@@ -1,0 +1,82 @@
+"""A convolution's first input rows across the barrier: the layer before loads them once its STORE of the last
+of them is done (prefetch.py), whole or the first chunk of a streamed first step; checked mode, bit-exact, and
+a race named when the wait for that STORE is planted out.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from glowsdk.backends.npu.pipeline import PREFETCH, STORED
+from isa import PRESETS
+from sim.binding import run_binary
+from sim.errors import RaceError
+
+from npu_nets import NetBuilder
+from test_npu_backend import assert_bit_exact
+
+
+def chain(width: int):
+    """3x3, 1x1, 3x3 and a strided 3x3 convolution, tiled over rows: each reads what the one before wrote."""
+    b = NetBuilder((1, 16, width, width))
+    x = b.conv(b.conv(b.conv(b.conv("x", 16, 32, 3, 1), 32, 64, 1, 0), 64, 32, 3, 1), 32, 32, 3, 1, 2)
+    return b.network(b.conv(x, 32, 16, 1, 0, relu=False))
+
+
+CASES = {"edge": 40, "default": 56}
+
+
+def build(config: str):
+    network = chain(CASES[config])
+    return config, network, assert_bit_exact(network, config=config)  # checked mode: no race across the barrier
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def compiled(request):
+    return build(request.param)
+
+
+@pytest.fixture(scope="module")
+def edge():
+    """(On edge the wait for the STORE is the only order between it and the load: on default, with more tiles
+    between them, the pipeline's own semaphores order them too.)"""
+    return build("edge")
+
+
+def test_the_layer_before_loads_the_first_input_rows_after_the_store_of_their_last(compiled):
+    config, _, npu = compiled
+    layers, binary = npu.compiled.layers, npu.compiled.binary
+    fetched = [k for k, layer in enumerate(layers) if getattr(layer.body, "prefetched_input", None) is not None]
+    assert len(fetched) >= 2
+    for k in fetched:
+        body, before = layers[k].body, binary.debug[k - 1]
+        address, transfers = body.prefetched_input
+        program = binary.instructions[before.start:before.stop]
+        loads = [i for i in program if i.mnemonic == "LOAD" and i.signal_count and i.signal_sem == PREFETCH]
+        assert len(loads) == 1 + transfers and loads[1].sram == address
+        assert [(i.wait_sem, i.wait_count) for i in loads[1:]] == [(STORED, 1)] + [(0, 0)] * (transfers - 1)
+        [stored] = [i for i in program if i.signal_count and i.signal_sem == STORED]
+        assert stored.mnemonic == "CONFIG_STORE"
+        mine = binary.instructions[binary.debug[k].start:binary.debug[k].stop]
+        assert [(i.mnemonic, i.wait_count) for i in mine if i.wait_count and i.wait_sem == PREFETCH] == \
+            [("CONFIG_MATMUL", 1 + transfers)]
+        assert max(layers[k - 1].body.spad_end(), body.spad_end()) <= address
+        _, rows, width = body.first_weights()  # clear of the weight block it prefetches too
+        assert address + body.first_input_bytes() <= body.prefetched or body.prefetched + rows * width <= address
+    streamed = [len(layers[k].body.first_chunks()) > 1 for k in fetched]
+    assert any(streamed) if config == "edge" else not all(streamed)  # a first chunk, and a whole first tile
+
+
+@pytest.mark.parametrize("ideal_dram", [False, True], ids=["dram", "ideal-dram"])
+def test_without_the_wait_for_the_store_checked_mode_names_the_race(edge, ideal_dram):
+    config, network, npu = edge
+    binary = npu.compiled.binary
+    program = [i.replace(wait_sem=0, wait_count=0) if i.mnemonic == "LOAD" and i.wait_count and i.wait_sem == STORED
+               else i for i in binary.instructions]
+    program = [i.replace(signal_sem=0, signal_count=0) if i.signal_count and i.signal_sem == STORED else i
+               for i in program]
+    assert program != list(binary.instructions)
+    planted = dataclasses.replace(binary, instructions=program)
+    with pytest.raises(RaceError, match="race"):
+        run_binary(planted, PRESETS[config], network.random_inputs(3), checked=True, ideal_dram=ideal_dram)
