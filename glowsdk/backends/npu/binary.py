@@ -39,9 +39,11 @@ def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
 
     if isinstance(body, GemmLayer):
         prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
-        marks = emit_layer(em, tiles, prologue, matmul_config, late_prologue=True)  # the bias and tables: REQUANT's
+        starts: list[int] = []
+        marks = emit_layer(em, tiles, prologue, matmul_config, late_prologue=True,  # the bias and tables: REQUANT's
+                           step_starts=starts)
         if isinstance(after, GemmLayer) and (after.prefetched is not None or after.prefetched_input is not None):
-            emit_ahead(em, after, base, plan.constants.base, config)
+            emit_ahead(em, body, tiles, starts, after, base, plan.constants.base, config)
         return marks
     if isinstance(body, DepthwiseLayer):
         prologue, tiles = body.tiles(base, plan.constants.base)

@@ -134,12 +134,12 @@ def _matmuls(em: Emitter, specs: list[Op], loaded: tuple[int, int], free: tuple[
 
 
 def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_config: Op | None = None,
-               late_prologue: bool = False) -> list[tuple[int, int]]:
+               late_prologue: bool = False, step_starts: list[int] | None = None) -> list[tuple[int, int]]:
     """Emit a layer's tiles as a double-buffered pipeline; its last STORE signals DONE. With `late_prologue` (only
     the vector engine reads what the prologue loads), its loads follow the first step's, so the array starts as
     soon as that step's operands are in. Returns where each tile's instructions start (the first tile's with the
     prologue's) and where its vector work and stores start: the points where another layer's tiles may be
-    interleaved (overlap.py)."""
+    interleaved (overlap.py); appends to `step_starts` where each step's instructions start (its loads first)."""
     if not tiles or not tiles[-1].stores or any(not tile.stores and not tile.vector for tile in tiles):
         raise AssertionError("a layer's last tile stores its result, and a tile that stores nothing has vector work")
     starts, mids = [len(em.instructions)], []
@@ -167,6 +167,8 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
         gemm = any(step.matmuls for step in tile.steps)
         for j, step in enumerate(tile.steps):
             s = g % 2
+            if step_starts is not None:
+                step_starts.append(len(em.instructions))
             if gemm:
                 acc_wait = (ACCFREE + slot, 1) if t >= 2 and j == 0 else None
                 acc_load = any(op.mnemonic == "LOAD" and op.fields["space"] == "acc" for op in step.loads)

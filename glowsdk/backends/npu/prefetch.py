@@ -27,13 +27,14 @@ from typing import Callable
 from isa.config import ArchConfig
 from isa.encoding import Instr, make_instr
 from isa.program import extents, with_registers
+from sim.timing import matmul_cycles
 
 from .emitter import Emitter, Sync
 from .depthwise import DepthwiseLayer
 from .gemm import GemmLayer
 from .instructions import Op
 from .layers import Layer
-from .pipeline import PREFETCH, STORED
+from .pipeline import PREFETCH, STORED, Step, Tile
 from .scratchpad import align, align_down
 from .tensors import DramTensor
 from .tile_loads import config_load, load
@@ -130,13 +131,18 @@ def _place(size: int, busy: list[tuple[int, int]], floor: int, config: ArchConfi
     return None
 
 
-def emit_ahead(em: Emitter, after: GemmLayer, base: Callable[[DramTensor], int], constants: int,
-               config: ArchConfig) -> None:
-    """The prefetches a convolution layer makes for the next one, `after`, after its own last load: the first weight
-    block, then the first input rows, whose first load waits for the STORE of the layer (from `em.layer_start`) that
-    writes the last of them (a CONFIG_STORE restated after it signals STORED)."""
+def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: list[int], after: GemmLayer,
+               base: Callable[[DramTensor], int], constants: int, config: ArchConfig) -> None:
+    """The prefetches a convolution layer makes for the next one, `after`: the first weight block where the load
+    engine has room for it (`_room`), else after the layer's own last load; then, after that load, the first input
+    rows, whose first load waits for the STORE of the layer (from `em.layer_start`) that writes the last of them (a
+    CONFIG_STORE restated after it signals STORED)."""
     if after.prefetched is not None:
-        emit_prefetch(em, after, constants)
+        weights = Emitter()
+        emit_prefetch(weights, after, constants)
+        at = _room(layer, tiles, _load_cycles(weights.instructions, config), config)
+        where = len(em.instructions) if at is None else step_starts[at]
+        em.instructions[where:where] = weights.instructions
     if after.prefetched_input is None:
         return
     address, transfers = after.prefetched_input
@@ -152,6 +158,55 @@ def emit_ahead(em: Emitter, after: GemmLayer, base: Callable[[DramTensor], int],
             continue
         em.emit(op, Sync(wait=0 if waited else STORED, wait_count=0 if waited else 1, signal=PREFETCH, signal_count=1))
         waited = True
+
+
+def _room(layer: GemmLayer, tiles: list[Tile], moved: float, config: ArchConfig) -> int | None:
+    """The first step before whose loads `moved` cycles of loading delay none of the layer's array work, by the
+    pipeline's static timing (a step's loads start once the loads before them are done and the step two back has
+    left the array; its matrix work once they are in and the step before is done), among the steps whose loads come
+    after the array is done with the layer's own prefetched regions (the step before's first load waits for the step
+    two back from it, past the last reader) and restate the load registers first; None if there is none."""
+    s, t = layer.shape, layer.tiling
+    readers = -(-s.out_channels // t.n) if layer.prefetched_input is not None and t.c >= s.channels else 1
+    steps = [step for tile in tiles for step in tile.steps]
+    after_tile = {len([x for tile in tiles[:k + 1] for x in tile.steps]) - 1: tile.operands
+                  for k, tile in enumerate(tiles)}
+    loads = [_load_cycles(_instrs([*step.shared, *step.loads]), config) for step in steps]
+    arrays = [_array_cycles(step, config) for step in steps]
+
+    def finish(insert: int | None) -> float:
+        loaded, ends = 0.0, []
+        for g in range(len(steps)):
+            loaded = max(loaded, ends[g - 2] if g >= 2 else 0.0) + (moved if g == insert else 0.0) + loads[g]
+            ends.append(max(loaded, ends[-1] if ends else 0.0) + arrays[g])
+            loaded += _load_cycles(_instrs(after_tile.get(g, [])), config)
+        return ends[-1]
+    alone = finish(None)
+    return next((j for j in range(readers + 2, len(steps)) if steps[j - 1].loads and steps[j].loads
+                 and [*steps[j].shared, *steps[j].loads][0].mnemonic == "CONFIG_LOAD" and finish(j) <= alone), None)
+
+
+def _load_cycles(program: list[Instr], config: ArchConfig) -> float:
+    """The DRAM cycles of a program's LOADs, each paying the request latency, at full bandwidth."""
+    size, total = 1, 0.0
+    for instr in program:
+        if instr.mnemonic == "CONFIG_LOAD":
+            size = instr.elem_bytes
+        elif instr.mnemonic == "LOAD":
+            total += config.dram_latency_cycles + instr.planes * instr.rows * instr.cols * size / \
+                config.dram_bytes_per_cycle
+    return total
+
+
+def _array_cycles(step: Step, config: ArchConfig) -> int:
+    """The array's cycles for a step's products, each in its CONFIG_MATMUL's dataflow."""
+    total, flow = 0, config.reset_dataflow
+    for op in step.matmuls:
+        if op.mnemonic == "CONFIG_MATMUL":
+            flow = op.fields["dataflow"]
+        elif op.mnemonic == "MATMUL":
+            total += matmul_cycles(op.fields["rows"], op.fields["k"], op.fields["n"], flow, config)
+    return total
 
 
 def _reads(ops: list[Op], config: ArchConfig) -> list[tuple[int, int]]:
