@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import glowsdk
-from glowsdk.backends.npu.gemm import AddTensor, GemmLayer
+from glowsdk.backends.npu.epilogue import AddTensor
+from glowsdk.backends.npu.gemm import GemmLayer
 from glowsdk.errors import UnsupportedOpsError
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate

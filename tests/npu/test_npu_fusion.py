@@ -12,7 +12,7 @@ import pytest
 
 import glowsdk
 from glowsdk import numerics
-from glowsdk.backends.npu.gemm import (MAX_COUNT16, AddTensor, Clamp8, Lut8, Lut16, Rescale8, compact, epilogue_specs,
+from glowsdk.backends.npu.epilogue import (MAX_COUNT16, AddTensor, Clamp8, Lut8, Lut16, Rescale8, compact, epilogue_specs,
                                        requant_specs, vector_passes)
 from glowsdk.backends.npu.instructions import CONFIG_REQUANT, LUT_LOAD, LUT_VADD_LUT, REQUANT_LUT, VADD_LUT
 from glowsdk.backends.npu.pipeline import LOADED, PREFETCH, TABLE

@@ -33,8 +33,9 @@ import numpy as np
 from isa.config import ArchConfig
 from isa.roofline import Workload
 
-from .gemm import (AddTensor, Clamp8, EpilogueOp, Requant, compact, epilogue_specs, requant_specs, table_places,
-                   tables, tables_size)
+from .epilogue import (AddTensor, Clamp8, EpilogueOp, compact, epilogue_specs, requant_specs, table_places, tables,
+                       tables_size)
+from .gemm import Requant
 from .instructions import CONFIG_LOAD, CONFIG_REQUANT, CONFIG_STORE, REDUCE, STORE, VADDI, VDIV, VMAC, Op
 from .pipeline import Step, Tile
 from .scratchpad import align

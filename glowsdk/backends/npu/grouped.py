@@ -36,7 +36,8 @@ from sim.timing import matmul_cycles
 
 from ...errors import UnsupportedError
 from ...graph.node import Node
-from .gemm import AddTensor, EpilogueOp, GemmLayer, Packing, Requant, compact, vector_passes
+from .epilogue import AddTensor, EpilogueOp, compact, vector_passes
+from .gemm import GemmLayer, Packing, Requant
 from .tensors import DramTensor
 from .tile_loads import Image
 from .tiling import ConvShape, Pitches, choose_grouped_tiling, packable

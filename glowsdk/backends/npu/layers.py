@@ -28,8 +28,8 @@ from ...graph.types import ElemKind
 from .affine import AffineLayer, check_bias
 from .bmm import MAX_COL_STRIDE, bmm_layer
 from .broadcast import RowBroadcastLayer
-from .gemm import (AddTensor, ChannelGate, Clamp8, EpilogueOp, GemmLayer, Lut8, Requant, Rescale8, gateable,
-                   monotone, whole_image_fits, window_plan)
+from .epilogue import AddTensor, Clamp8, EpilogueOp, Lut8, Rescale8, monotone
+from .gemm import ChannelGate, GemmLayer, Requant, gateable, whole_image_fits, window_plan
 from .gather import gather_layer
 from .gate import GateLayer
 from .globalpool import GlobalPoolLayer

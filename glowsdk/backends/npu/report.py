@@ -18,7 +18,8 @@ from sim.results import SimResult
 
 from ...progress import Progress
 from ...table import format_table
-from .gemm import AddTensor, Clamp8, GemmLayer, Lut8, Rescale8
+from .epilogue import AddTensor, Clamp8, Lut8, Rescale8
+from .gemm import GemmLayer
 from .overlap import Beside
 
 if TYPE_CHECKING:
