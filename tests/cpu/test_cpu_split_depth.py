@@ -4,7 +4,7 @@ on AVX-512 and AVX2 code.
 Each case is a projection (more input channels than filters) of a small map, so on both ISAs
 threads would share its row tiles, too few to pay for each reading the whole input: its GEMM
 is shared by depth. The cases cover an edge row tile and an edge column tile (10 x 10, 9 x 9,
-7 x 9 outputs; 45 and 29 filters), a filter packed at compile time or computed at run time (read
+7 x 9 outputs; 45 and 29 filters; 3.7 to 10 input channels per filter), a filter packed at compile time or computed at run time (read
 row-major), on 1 thread (the plain GEMM), 2 (one part each) and 3
 (a thread's units straddle the two parts), with a residual Add and a Clip in the second phase's
 store. The AVX2 code (8 lanes) is compiled in a child process (GLOWSDK_CPU_ISA is read once per
@@ -28,6 +28,7 @@ TOLERANCE = 1e-5
 
 CASES = [  # name, input shape (N, C, H, W), filters, filter computed at run time
     ("10x10-45", (1, 192, 10, 10), 45, False),
+    ("10x10-45-shallow", (1, 168, 10, 10), 45, False),
     ("9x9-45", (1, 256, 9, 9), 45, False),
     ("7x9-29", (1, 300, 7, 9), 29, False),
     ("9x9-45-run-time-filter", (1, 256, 9, 9), 45, True),

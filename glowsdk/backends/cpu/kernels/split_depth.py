@@ -42,11 +42,12 @@ MAX_ROW_TILES = 16
 fewer than 8 per thread on 2 threads, each thread's packing pass over the whole input is then a
 large part of its work. At 7 x 7 (27 to 54 row tiles in the mobile networks) it is not, and sharing
 the depth measured no faster."""
-DEPTH_PER_ROW = 4
+DEPTH_PER_ROW = 2
 """Depth per row from which the depth is shared: the second phase moves the partial products
-between the cores and costs one more wait for all threads, so they must be well smaller than
-the input each thread no longer reads. At 240 -> 80 (3 per row) mnasnet1_0's projection got
-slower, at 480 -> 80, 480 -> 96 and 576 -> 96 (5 and 6) faster."""
+(rows x columns) between the cores and costs one more wait for all threads, so they must be
+smaller than the input (depth x columns) each thread no longer reads. Behind a depthwise layer
+on 2 threads, 240 -> 80, 184 -> 80 and 192 -> 64 at 14 x 14 (2.3 to 3 per row) took 11-14%
+fewer cycles shared by depth (best of 3 x 1200 runs: 75 -> 67, 60 -> 53, 52 -> 45 thousand)."""
 MIN_INPUT_BYTES = 64 * 1024
 """Input bytes from which the depth is shared: a squeeze-and-excitation's 1 x 1 map (a vector of
 channels) is read in no time whichever thread reads it."""
