@@ -153,6 +153,6 @@ def erf(ctx: KernelContext, x: ir.Value) -> ir.Value:
     square = b.fmul(x, x)
     small = b.fmul(x, m.horner(square, ERF_SERIES))
     z = _clamped(m, m.call("llvm.fabs", x), 0.0, ERFC_LIMIT)
-    erfc = _normal_exp(m, m.fma(b.fsub(m.const(0.0), z), z, m.horner(z, ERFC_EXPONENT)))  # in [-17, 0]
+    erfc = _normal_exp(m, m.fma(b.fsub(m.const(0.0), z), z, m.horner(z, ERFC_EXPONENT)))  # ln erfc z: in [-18, 0]
     large = m.call("llvm.copysign", b.fsub(m.const(1.0), erfc), x)
     return m.keep_nan(x, b.select(b.fcmp_ordered("<", z, m.const(ERF_SMALL)), small, large))
