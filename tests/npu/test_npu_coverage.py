@@ -217,8 +217,9 @@ def test_a_1d_audio_front_end_runs_as_images_of_one_row():
 
 def test_an_accumulator_above_2_mib_compiles_and_runs(tmp_path):
     """REQUANT addresses its bias row in 19 bits (2 MiB); with 4 MiB of accumulator a convolution's tiles may
-    reach past that, so the bias rows sit at the bottom (the compiler raised an encoding error before)."""
-    b = NetBuilder((1, 64, 64, 64))
+    reach past that, so the bias rows sit at the bottom (the compiler raised an encoding error before). The
+    image is 128 pixels wide: on 64-pixel rows the tiler now prefers tiles under 2 MiB."""
+    b = NetBuilder((1, 64, 64, 128))
     network = b.network(b.conv(b.conv("x", 64, 128, 1, 0), 128, 8, 1, 0, relu=False))
     npu = _bit_exact_on(network, tmp_path, {"preset": "server", "name": "big", "accumulator_bytes": 4 << 20})
     gemm = next(layer.body for layer in npu.compiled.layers if layer.kind == "Conv")
