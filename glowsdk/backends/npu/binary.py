@@ -43,7 +43,8 @@ def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
         marks = emit_layer(em, tiles, prologue, matmul_config, late_prologue=True,  # the bias and tables: REQUANT's
                            step_starts=starts)
         if isinstance(after, GemmLayer) and (after.prefetched is not None or after.prefetched_input is not None):
-            emit_ahead(em, body, tiles, starts, after, base, plan.constants.base, config)
+            for where, count in emit_ahead(em, body, tiles, starts, after, base, plan.constants.base, config):
+                marks = [tuple(i + count if i >= where else i for i in mark) for mark in marks]
         return marks
     if isinstance(body, DepthwiseLayer):
         prologue, tiles = body.tiles(base, plan.constants.base)

@@ -132,25 +132,29 @@ def _place(size: int, busy: list[tuple[int, int]], floor: int, config: ArchConfi
 
 
 def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: list[int], after: GemmLayer,
-               base: Callable[[DramTensor], int], constants: int, config: ArchConfig) -> None:
+               base: Callable[[DramTensor], int], constants: int, config: ArchConfig) -> list[tuple[int, int]]:
     """The prefetches a convolution layer makes for the next one, `after`: the first weight block where the load
     engine has room for it (`_room`), else after the layer's own last load; then, after that load, the first input
     rows, whose first load waits for the STORE of the layer (from `em.layer_start`) that writes the last of them (a
-    CONFIG_STORE restated after it signals STORED)."""
+    CONFIG_STORE restated after it signals STORED). Returns each insertion into the layer's instructions, in order,
+    as (index, count), so positions taken before (the layer's tile marks) can be moved past them."""
+    inserted: list[tuple[int, int]] = []
     if after.prefetched is not None:
         weights = Emitter()
         emit_prefetch(weights, after, constants)
         at = _room(layer, tiles, _load_cycles(weights.instructions, config), config)
         where = len(em.instructions) if at is None else step_starts[at]
         em.instructions[where:where] = weights.instructions
+        inserted.append((where, len(weights.instructions)))
     if after.prefetched_input is None:
-        return
+        return inserted
     address, transfers = after.prefetched_input
     ops = after.first_input(base, address)
     writer, restated = _writer(em.instructions, em.layer_start, _reads(ops, config), config)
     if writer is None or sum(op.mnemonic == "LOAD" for op in ops) != transfers:
         raise AssertionError("a prefetched input is written by the layer before, in as many transfers as planned")
     em.instructions.insert(writer + 1, restated.replace(wait_sem=0, wait_count=0, signal_sem=STORED, signal_count=1))
+    inserted.append((writer + 1, 1))
     waited = False
     for op in ops:
         if op.mnemonic != "LOAD":
@@ -158,6 +162,7 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
             continue
         em.emit(op, Sync(wait=0 if waited else STORED, wait_count=0 if waited else 1, signal=PREFETCH, signal_count=1))
         waited = True
+    return inserted
 
 
 def _room(layer: GemmLayer, tiles: list[Tile], moved: float, config: ArchConfig) -> int | None:

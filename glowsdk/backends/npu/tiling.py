@@ -182,8 +182,8 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
     fullest.sort(key=lambda pair: pair[0].cycles)  # (stable: the first of equals, as the loop order found it)
     best = fullest[0][0] if fullest else None
     for tiling, rows in fullest[:FEWER_ROWS_COSTED if fewer and not whole_image else 0]:
-        for fewer in _fewer_rows(shape.out_height, rows, row_multiple):
-            candidate = costed(Tiling(fewer, tiling.n, tiling.c, 0, 0.0, extra_buffers))
+        for shorter in _fewer_rows(shape.out_height, rows, row_multiple):
+            candidate = costed(Tiling(shorter, tiling.n, tiling.c, 0, 0.0, extra_buffers))
             if candidate.cycles < best.cycles:
                 best = candidate
     if best is None:
