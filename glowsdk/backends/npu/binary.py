@@ -47,8 +47,8 @@ def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
                 marks = [tuple(i + count if i >= where else i for i in mark) for mark in marks]
         return marks
     if isinstance(body, DepthwiseLayer):
-        prologue, tiles = body.tiles(base, plan.constants.base)
-        marks = emit_layer(em, tiles, prologue)
+        prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
+        marks = emit_layer(em, tiles, prologue, matmul_config)
         if isinstance(after, GemmLayer) and after.prefetched is not None:
             emit_prefetch(em, after, plan.constants.base)
         return marks
