@@ -121,7 +121,10 @@ def array_share(shape: ConvShape, rows: int, config: ArchConfig, halve: bool = T
     channels' VMACs, then every channel's REQUANT; the array a block diagonal per array width (taps x width by
     width, so its MACs run at lane width too; a product of few pixels pays a whole fold), after those VMACs, which
     free the input slot with it: a slot's next load, the VMACs and the products on it follow one another, once per
-    two tiles; the first tile's load, VMACs and products are the pipeline's fill."""
+    two tiles; the first tile's load, VMACs and products are the pipeline's fill. Every option is costed on the
+    vector engine's row tiles (the first and the last halved, though a shared layer's are not): with SHARE_MARGIN,
+    that ranking took a share in ShuffleNet's and MobileNetV3's depthwise layers where it measured faster, and in
+    one where it measured 0.8% slower (MobileNetV3's 56 x 56 x 72 stride 2)."""
     s, cols, taps = shape, config.array_cols, shape.kh * shape.kw
 
     def tile(share: int, rows: int) -> tuple[float, float]:
@@ -238,9 +241,10 @@ class DepthwiseLayer:
     def row_tiles(self) -> list[tuple[int, int]]:
         """(first, end) output rows of each row tile: `rows` each, but the first and the last halved (the vector
         engine starts after a smaller load, and a smaller REQUANT and store follow its last tap: pipeline fill and
-        drain); its work is a VMAC per tap and output row whatever the tiles."""
+        drain); its work is a VMAC per tap and output row whatever the tiles. Not with an array share: its products
+        pay a whole fold however few the pixels (ShuffleNet's stage-3 depthwise: 17,324 -> 16,178 cycles)."""
         bounds = [0]
-        for size in _row_sizes(self.shape.out_height, self.rows, not self.pool):
+        for size in _row_sizes(self.shape.out_height, self.rows, not self.pool and not self.share):
             bounds.append(bounds[-1] + size)
         return list(zip(bounds, bounds[1:]))
 
