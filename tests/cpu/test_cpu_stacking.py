@@ -225,3 +225,23 @@ def test_gelu_in_the_matmul_store_on_avx2():
     """The same on code compiled without AVX-512 (8 lanes), in a child process."""
     run_on_avx2(__file__, "t.test_gelu_runs_in_the_matmul_store()\n"
                 "t.test_bias_and_gelu_run_in_the_matmul_store()\n")
+
+
+def test_silu_and_tanh_run_in_the_conv_store_row_by_row():
+    """Conv -> SiLU (x * Sigmoid x, its exp a vmath polynomial) and Conv -> Tanh: a costly epilogue
+    runs once per vector column of each tile, in a loop over the tile's rows after their plain store
+    (gemm.Epilogue.costly), on 13 channels (an edge tile of rows) and 11 x 11 pixels (a masked tail)."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Conv", ["x", "w3", "b3"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c1"], ["s"]), helper.make_node("Mul", ["c1", "s"], ["h"]),
+             helper.make_node("Conv", ["h", "w1", "b1"], ["c2"], kernel_shape=[1, 1]),
+             helper.make_node("Tanh", ["c2"], ["t"]), helper.make_node("Conv", ["t", "w1", "b1"], ["y"])]
+    steps = _against_onnxruntime(*_onnx_convs(nodes, ["y"], channels=13, size=11))
+    assert [kinds for kinds, _ in steps] == ["Conv", "Conv", "Conv"], steps
+    assert "Exp" in steps[0][1] and steps[1][1] == ["Tanh"], steps
+
+
+def test_silu_and_tanh_in_the_conv_store_on_avx2():
+    """The same on code compiled without AVX-512 (8 lanes), in a child process."""
+    run_on_avx2(__file__, "t.test_silu_and_tanh_run_in_the_conv_store_row_by_row()\n")

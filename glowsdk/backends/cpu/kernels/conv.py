@@ -72,6 +72,7 @@ from .depthwise import applies as depthwise_applies
 from .depthwise import emit_depthwise
 from .epilogue import stacked_epilogue
 from .gemm import (
+    Epilogue,
     Gemm,
     Panel,
     Source,
@@ -187,11 +188,11 @@ def _conv_gemm(ctx: KernelContext, step: Step) -> None:
         def source_of(nt: ir.Value) -> Source:
             return first_pass_source(ctx, window, gemm, image, nt, tables)
 
-        def at_image(epilogue_fn: Callable | None) -> Callable | None:
-            if epilogue_fn is None:
+        def at_image(whole: Epilogue | None) -> Epilogue | None:
+            if whole is None:
                 return None
-            start = builder.mul(builder.add(builder.mul(n, i64(group)), g), i64(per_out * columns))
-            return lambda vector, at, count: epilogue_fn(vector, builder.add(start, at), count)
+            return whole.shifted(builder, builder.mul(builder.add(builder.mul(n, i64(group)), g),
+                                                      i64(per_out * columns)))
 
         emit_gemm(ctx, gemm, a_of, weight is not None, b_of, c, columns, init, at_image(epilogue), block, panel_of,
                   column_range, source_of if first_pass else None)

@@ -25,7 +25,9 @@ from ..codegen.module import KernelContext, Step
 from .gemm import Epilogue, load_vector, offset, splat
 from .scalar import SCALARS
 
-VECTOR_KINDS = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Exp", "Tanh", "Erf"})
+POLYNOMIAL_KINDS = frozenset({"Exp", "Tanh", "Erf"})
+"""Kinds whose vector code is a few dozen instructions (vmath.py): an epilogue with one is `costly`."""
+VECTOR_KINDS = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min"}) | POLYNOMIAL_KINDS
 """Element-wise kinds whose float32 `scalar` builds on vectors unchanged: plain arithmetic,
 intrinsics, and vmath.py's straight-line polynomials (a GELU's Erf runs in a MatMul's store)."""
 
@@ -134,4 +136,4 @@ def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
                     args.append(load_vector(ctx, offset(builder, pointers[id(value)], at), lanes, count))
             vectors[held(instr.operands[0])] = SCALARS[instr.kind].scalar(ctx, instr, args)
         return vectors[0]
-    return apply
+    return Epilogue(apply, costly=any(instr.kind in POLYNOMIAL_KINDS for instr in step.epilogue))

@@ -96,12 +96,7 @@ def _matmul_gemm(ctx: KernelContext, step: Step) -> None:
                 return Panel(offset(builder, panels, at), nr, streamed=True, edge_k_stride=edge)
             return Panel(offset(builder, b_n, builder.mul(nt, i64(nr))), columns, masked=True)
 
-        shifted = None
-        if epilogue is not None:
-            start = builder.mul(n, i64(rows * columns))
-
-            def shifted(vector: ir.Value, at: ir.Value, count: int) -> ir.Value:
-                return epilogue(vector, builder.add(start, at), count)
+        shifted = None if epilogue is None else epilogue.shifted(builder, builder.mul(n, i64(rows * columns)))
         emit_gemm(ctx, gemm, a_of, False, b_of, c_n, columns, bias_init(ctx, None, rows), shifted)
 
 
