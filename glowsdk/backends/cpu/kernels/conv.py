@@ -80,6 +80,7 @@ from .gemm import (
     column_block,
     emit_gemm,
     offset,
+    shared_units,
     splits_rows,
 )
 from .int8_conv import accepts as int8_accepts
@@ -221,16 +222,9 @@ def _conv_gemm(ctx: KernelContext, step: Step) -> None:
             plane(n, g, None)
         return
     # Threads share the (image, group, column tile) units, so a batch splits evenly even where
-    # one image's column tiles do not (17 tiles of a 28 x 28 output: 9 and 8 on 2 threads).
-    tiles = i64(gemm.column_tiles)
-    start, stop = ctx.share(planes * gemm.column_tiles)
-    last = builder.udiv(builder.add(stop, i64(gemm.column_tiles - 1)), tiles)
-    with loop(builder, last, builder.udiv(start, tiles), name="ng") as ng:
-        base = builder.mul(ng, tiles)
-        low, high = builder.sub(start, base), builder.sub(stop, base)
-        low = builder.select(builder.icmp_signed(">", low, i64(0)), low, i64(0))
-        high = builder.select(builder.icmp_signed("<", high, tiles), high, tiles)
-        plane(builder.udiv(ng, i64(group)), builder.urem(ng, i64(group)), (low, high))
+    # one image's column tiles do not.
+    with shared_units(ctx, planes, gemm.column_tiles, "ng") as (ng, columns):
+        plane(builder.udiv(ng, i64(group)), builder.urem(ng, i64(group)), columns)
 
 
 SPREAD_UNITS = 8

@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Callable
 
 from llvmlite import ir
@@ -324,6 +326,25 @@ def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel
                 pointer = offset(builder, c, at)
                 value = epilogue(load_vector(ctx, pointer, lanes, counts[v]), at, counts[v])
                 store_vector(ctx, value, pointer, lanes, counts[v])
+
+
+@contextmanager
+def shared_units(ctx: KernelContext, units: int, column_tiles: int,
+                 name: str) -> Iterator[tuple[ir.Value, tuple[ir.Value, ir.Value]]]:
+    """Loop over the units (an image's plane, a depth part: `column_tiles` column tiles each) holding this
+    thread's share of all `units` x `column_tiles` tiles; yields each unit and the [low, high) of its tiles
+    in the share. Sharing tiles rather than units splits evenly where one unit's tiles do not (17 tiles
+    of a 28 x 28 output: 9 and 8 on 2 threads)."""
+    builder = ctx.builder
+    tiles = i64(column_tiles)
+    start, stop = ctx.share(units * column_tiles)
+    last = builder.udiv(builder.add(stop, i64(column_tiles - 1)), tiles)
+    with loop(builder, last, builder.udiv(start, tiles), name=name) as unit:
+        base = builder.mul(unit, tiles)
+        low, high = builder.sub(start, base), builder.sub(stop, base)
+        low = builder.select(builder.icmp_signed(">", low, i64(0)), low, i64(0))
+        high = builder.select(builder.icmp_signed("<", high, tiles), high, tiles)
+        yield unit, (low, high)
 
 
 Init = Callable[[ir.Value, int], ir.Value]

@@ -92,6 +92,19 @@ def _layer_norm_accepts(node: Any) -> bool:
         and all(v.type.size == length for v in operands[1:])
 
 
+def _row(ctx: KernelContext, x: ir.Value, y: ir.Value, row: ir.Value,
+         length: int) -> tuple[ir.Value, Callable[[ir.Value, int], ir.Value]]:
+    """Row `row` of `length` elements: its output pointer, and its input's vector from element `first`
+    (`n` lanes in use)."""
+    builder, lanes = ctx.builder, host_vectors().lanes
+    start = builder.mul(row, i64(length))
+    row_x = offset(builder, x, start)
+
+    def at(first: ir.Value, n: int) -> ir.Value:
+        return load_vector(ctx, offset(builder, row_x, first), lanes, n)
+    return offset(builder, y, start), at
+
+
 def _layer_norm(ctx: KernelContext, step: Step) -> None:
     instr = step.instrs[0]
     dest, mean_out, inv_out = instr.operands[:3]
@@ -104,21 +117,15 @@ def _layer_norm(ctx: KernelContext, step: Step) -> None:
     means, invs = ctx.address(mean_out), ctx.address(inv_out)
     count = ir.Constant(F32, float(length))
 
-    def add(a: ir.Value, b: ir.Value) -> ir.Value:
-        return builder.fadd(a, b)
     with _rows(ctx, rows) as (row,):
-        start = builder.mul(row, i64(length))
-        row_x, row_y = offset(builder, x, start), offset(builder, y, start)
-
-        def at(first: ir.Value, n: int) -> ir.Value:
-            return load_vector(ctx, offset(builder, row_x, first), lanes, n)
-        mean = builder.fdiv(_fold(ctx, length, 0.0, add, at), count)
+        row_y, at = _row(ctx, x, y, row, length)
+        mean = builder.fdiv(_fold(ctx, length, 0.0, builder.fadd, at), count)
         mean_lanes = splat(builder, mean, lanes)
 
         def square(first: ir.Value, n: int) -> ir.Value:
             centred = builder.fsub(at(first, n), mean_lanes)
             return builder.fmul(centred, centred)
-        var = builder.fdiv(_fold(ctx, length, 0.0, add, square), count)
+        var = builder.fdiv(_fold(ctx, length, 0.0, builder.fadd, square), count)
         root = builder.call(ctx.intrinsic("llvm.sqrt", [F32]), [builder.fadd(var, ir.Constant(F32, instr.epsilon))])
         inv = builder.fdiv(ir.Constant(F32, 1.0), root)
         inv_lanes = splat(builder, inv, lanes)
@@ -151,21 +158,16 @@ def _softmax(ctx: KernelContext, step: Step) -> None:
     def maximum(a: ir.Value, b: ir.Value) -> ir.Value:
         return SCALARS["Max"].scalar(ctx, instr, [a, b])  # NaN-propagating, as ReduceMax
 
-    def add(a: ir.Value, b: ir.Value) -> ir.Value:
-        return builder.fadd(a, b)
     with _rows(ctx, rows) as (row,):
-        start = builder.mul(row, i64(length))
-        row_x, row_y = offset(builder, x, start), offset(builder, y, start)
-
-        def at(first: ir.Value, n: int) -> ir.Value:
-            return load_vector(ctx, offset(builder, row_x, first), lanes, n)
+        row_y, at = _row(ctx, x, y, row, length)
         shift = splat(builder, _fold(ctx, length, float("-inf"), maximum, at), lanes)
 
         def exp(first: ir.Value, n: int) -> ir.Value:
             e = vmath.exp(ctx, builder.fsub(at(first, n), shift))
             store_vector(ctx, e, offset(builder, row_y, first), lanes, n)
             return e
-        reciprocal = splat(builder, builder.fdiv(ir.Constant(F32, 1.0), _fold(ctx, length, 0.0, add, exp)), lanes)
+        reciprocal = splat(builder, builder.fdiv(ir.Constant(F32, 1.0), _fold(ctx, length, 0.0, builder.fadd, exp)),
+                           lanes)
 
         def scale(first: ir.Value, n: int) -> None:
             where = offset(builder, row_y, first)

@@ -33,7 +33,7 @@ from llvmlite import ir
 from ..codegen.kinds import F32, I32, i64, splat_constant
 from ..codegen.loops import loop
 from ..codegen.module import KernelContext
-from .gemm import Epilogue, Gemm, Init, load_vector, offset, splits_rows, store_vector
+from .gemm import Epilogue, Gemm, Init, load_vector, offset, shared_units, splits_rows, store_vector
 
 PARTS = 2
 """How many parts the depth is cut into (the first phase's units are parts x column tiles)."""
@@ -95,21 +95,14 @@ def _products(ctx: KernelContext, gemm: Gemm, part_gemm: PartGemm, c: ir.Value, 
     """The first phase: this thread's (part, column tile) units, part-major, each part's column
     tiles one GEMM call: part 0 into C from `init`, part 1 into `partial` from zero."""
     builder = ctx.builder
-    tiles = i64(gemm.column_tiles)
-    start, stop = ctx.share(PARTS * gemm.column_tiles)
     zero = splat_constant(F32, 0.0, gemm.lanes)
-    last = builder.udiv(builder.add(stop, i64(gemm.column_tiles - 1)), tiles)
-    with loop(builder, last, builder.udiv(start, tiles), name="part") as part:
-        base = builder.mul(part, tiles)
-        low, high = builder.sub(start, base), builder.sub(stop, base)
-        low = builder.select(builder.icmp_signed(">", low, i64(0)), low, i64(0))
-        high = builder.select(builder.icmp_signed("<", high, tiles), high, tiles)
+    with shared_units(ctx, PARTS, gemm.column_tiles, "part") as (part, columns):
         is_first = builder.icmp_unsigned("==", part, i64(0))
         destination = builder.select(is_first, c, partial)
 
         def start_at(row: ir.Value, r: int) -> ir.Value:
             return builder.select(is_first, init(row, r), zero)
-        part_gemm(part, gemm, destination, start_at, (low, high))
+        part_gemm(part, gemm, destination, start_at, columns)
 
 
 def _sum(ctx: KernelContext, gemm: Gemm, c: ir.Value, partial: ir.Value, epilogue: Epilogue | None) -> None:
