@@ -223,8 +223,8 @@ def _conv_gemm(ctx: KernelContext, step: Step) -> None:
         return
     # Threads share the (image, group, column tile) units, so a batch splits evenly even where
     # one image's column tiles do not.
-    with shared_units(ctx, planes, gemm.column_tiles, "ng") as (ng, columns):
-        plane(builder.udiv(ng, i64(group)), builder.urem(ng, i64(group)), columns)
+    with shared_units(ctx, planes, gemm.column_tiles, "ng") as (ng, tiles):
+        plane(builder.udiv(ng, i64(group)), builder.urem(ng, i64(group)), tiles)
 
 
 SPREAD_UNITS = 8

@@ -96,13 +96,13 @@ def _products(ctx: KernelContext, gemm: Gemm, part_gemm: PartGemm, c: ir.Value, 
     tiles one GEMM call: part 0 into C from `init`, part 1 into `partial` from zero."""
     builder = ctx.builder
     zero = splat_constant(F32, 0.0, gemm.lanes)
-    with shared_units(ctx, PARTS, gemm.column_tiles, "part") as (part, columns):
+    with shared_units(ctx, PARTS, gemm.column_tiles, "part") as (part, tiles):
         is_first = builder.icmp_unsigned("==", part, i64(0))
         destination = builder.select(is_first, c, partial)
 
         def start_at(row: ir.Value, r: int) -> ir.Value:
             return builder.select(is_first, init(row, r), zero)
-        part_gemm(part, gemm, destination, start_at, columns)
+        part_gemm(part, gemm, destination, start_at, tiles)
 
 
 def _sum(ctx: KernelContext, gemm: Gemm, c: ir.Value, partial: ir.Value, epilogue: Epilogue | None) -> None:
