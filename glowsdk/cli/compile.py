@@ -173,7 +173,7 @@ def add_compile_args(comp: argparse.ArgumentParser) -> None:
                            "-o's name with .html; pip install 'glowsdk[report]')")
     comp.add_argument("--report-file", metavar="FILE", help="where --report html writes its page")
     comp.add_argument("--bundle", metavar="DIR",
-                      help="targets that write AOT bundles (cpu: bundle.o, bundle.weights, bundle.h) into DIR")
+                      help="targets that write AOT bundles (cpu: bundle.o and any bundle.N.o, bundle.weights, bundle.h) into DIR")
     options.add_fallback_args(comp)
     flags.add_cache_arg(comp)
     flags.add_target_flags(comp, "compile")

@@ -28,10 +28,17 @@ def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("GLOWSDK_CACHE_DIR", str(tmp_path / "cache"))
 
 
+def linked_objects(bundle: Path) -> list[str]:
+    """The object files the header's link line names, in `bundle`."""
+    line = next(line for line in (bundle / "bundle.h").read_text().splitlines() if "Link every one of them:" in line)
+    return [str(bundle / word.removeprefix("DIR/")) for word in line.split() if word.endswith(".o")]
+
+
 def build_and_run(bundle: Path, network: glowsdk.Network, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Compile the C example against `bundle`, run it on `feeds`; the outputs it wrote."""
+    """Compile the C example against `bundle` with the objects its header names, run it on `feeds`;
+    the outputs it wrote."""
     program = bundle / "run"
-    subprocess.run([CC, "-O2", "-Wall", "-Werror", "-I", str(bundle), str(EXAMPLE), str(bundle / "bundle.o"),
+    subprocess.run([CC, "-O2", "-Wall", "-Werror", "-I", str(bundle), str(EXAMPLE), *linked_objects(bundle),
                     "-lm", "-o", str(program)], check=True, capture_output=True, text=True)
     args = [str(bundle / "bundle.weights")]
     for i, info in enumerate(network.inputs):  # the header's table order: inputs, then outputs
@@ -67,6 +74,22 @@ def test_mlp_bundle_runs_standalone(tmp_path, capsys):
     assert main(["compile", str(tmp_path / "mlp.onnx"), "--target", "cpu", "--bundle", str(again)]) == 0
     assert "from the compile cache" in capsys.readouterr().out
     assert all((again / name).read_bytes() == (bundle / name).read_bytes() for name in FILES)
+
+
+@needs_cc
+def test_bundle_of_a_module_in_parts_links_every_object(tmp_path, capsys):
+    """A module compiled in 3 parts ships 3 objects that call each other through hidden symbols; a
+    smaller bundle written over it removes the parts it no longer has."""
+    onnx.save(mlp(), tmp_path / "mlp.onnx")
+    bundle = tmp_path / "bundle"
+    compile_args = ["compile", str(tmp_path / "mlp.onnx"), "--target", "cpu", "--no-cache", "--bundle", str(bundle)]
+    assert main([*compile_args, "--backend-opt", "compile_threads=3"]) == 0
+    assert linked_objects(bundle) == [str(bundle / name) for name in ("bundle.o", "bundle.1.o", "bundle.2.o")]
+    assert f"wrote {bundle / 'bundle.2.o'}" in capsys.readouterr().out
+    check_against_interpreter(bundle, glowsdk.load(mlp()))
+    assert main([*compile_args, "--backend-opt", "compile_threads=1"]) == 0
+    assert linked_objects(bundle) == [str(bundle / "bundle.o")]
+    assert sorted(p.name for p in bundle.glob("*.o")) == ["bundle.o"]
 
 
 @needs_cc

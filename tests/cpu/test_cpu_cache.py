@@ -42,7 +42,7 @@ def test_second_compile_loads_the_stored_image(cache_dir):
     assert len(entries(cache_dir)) == 1
     second = compiled()
     assert second.from_cache and second.program is None
-    assert second.image.object_code == first.image.object_code
+    assert second.image.objects == first.image.objects
     assert bytes(second.image.constants) == bytes(first.image.constants)
     assert second.image.bindings == first.image.bindings
 

@@ -25,7 +25,8 @@ from glowsdk.compiler.ir.program import build_program
 from glowsdk.compiler.pipeline import compile_function
 from glowsdk.frontend.onnx.importer import import_model
 
-KERNEL = re.compile(r'^define internal i32 @"?([^"(]+)"?\(', re.M)
+KERNEL = re.compile(r'^define internal i32 @"?((?:(?!\.call\b)[^"(])+)"?\(', re.M)
+"""A kernel's definition (not one of the `.call` functions the entry calls it through)."""
 
 
 def convs(channels: int = 8, seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:

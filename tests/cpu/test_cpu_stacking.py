@@ -29,7 +29,7 @@ def chain(kinds):
 def kernel_bodies(llvm_ir: str) -> dict[str, str]:
     """The text of each kernel function of a module, by name."""
     return {m.group(1): m.group(2) for m in re.finditer(r'define internal i32 @"?([^"(]+)"?\(.*?\n\{\n(.*?)\n\}',
-                                                      llvm_ir, re.S)}
+                                                      llvm_ir, re.S) if not re.search(r"\.call(\.\d+)?$", m.group(1))}
 
 
 def loop_count(body: str) -> int:

@@ -39,9 +39,10 @@ from . import bundle, heap
 from .gate_filter import fold_gates
 from .cache import CompileCache, cache_key, imported_key
 from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step, last_reads
+from .codegen.split import split_module
 from .codegen.threads import PARALLEL_MIN_US
 from .image import CpuImage, aligned_bytes, constant_region
-from .jit import JitModule, compile_object, host_cpu, host_description, host_machine
+from .jit import JitModule, compile_parts, default_parts, host_cpu, host_description, host_machine
 from .kernels import KERNELS
 from .parallel import ThreadPool, thread_count
 from .profile import format_profile, profile_steps
@@ -57,6 +58,8 @@ OPTIONS = {
                     f"(default {PARALLEL_MIN_US:g}; 0: every kernel that can split, codegen/threads.py)",
     "profile": "count each step's cycles (profile.py; compiles afresh instead of loading from the cache)",
     "cache": "look the compiled image up in the compile cache, store it there after a miss (default false)",
+    "compile_threads": "optimise and emit the LLVM module in this many parts at once, a thread each (default: the "
+                       "cores this process may use, at most 4, fewer for a small module; jit.default_parts)",
 }
 """The backend-specific CompileOptions.extra keys the CPU backend understands."""
 
@@ -68,8 +71,9 @@ FLAGS = (
 )
 """The options the `glowsdk` commands offer as flags of their own (`glowsdk compile --target cpu --threads 4`)."""
 
-UNKEYED = frozenset({"dump_llvm", "dump_asm", "cache", "threads", "pin_threads"})
-"""Options that change no machine code, so the cache key leaves them out."""
+UNKEYED = frozenset({"dump_llvm", "dump_asm", "cache", "threads", "pin_threads", "compile_threads"})
+"""Options that change no kernel's machine code, so the cache key leaves them out (an image compiled in
+any number of parts runs the same kernels: a cached one is as good)."""
 INPLACE_ALIGNMENT = 16
 """Byte boundary an input array must start on to be read in place: what numpy's allocations give,
 and more than any kernel assumes (vector loads of inputs assume an element's alignment)."""
@@ -106,7 +110,7 @@ class CpuFunction(CompiledFunction):
         self.from_cache = program is None
         self.cache_key: str | None = None
         """The compile cache key it was stored or found under (None without the `cache` option)."""
-        self.jit = JitModule(image.object_code, image.exports, ENTRY)
+        self.jit = JitModule(image.objects, image.exports, ENTRY)
         self._thread_entry = self.jit.functions[THREAD_ENTRY]
         self._constants = image.constants
         self._activations = aligned_bytes(image.activation_bytes)
@@ -301,6 +305,10 @@ def _settings(options: CompileOptions) -> tuple[int, bool]:
     if isinstance(split_min_us, bool) or not isinstance(split_min_us, (int, float)) or not split_min_us >= 0:
         raise UnsupportedError(f"the cpu backend's split_min_us option must be a number of microseconds, "
                                f"at least 0, got {split_min_us!r}")
+    parts = options.extra.get("compile_threads")
+    if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or parts < 1):
+        raise UnsupportedError(f"the cpu backend's compile_threads option must be a whole number, at least 1, "
+                               f"got {parts!r}")
     pin = options.extra.get("pin_threads", True)
     if not isinstance(pin, bool):
         raise UnsupportedError(f"the cpu backend's pin_threads option must be true or false, got {pin!r}")
@@ -342,16 +350,22 @@ def compile_fresh(function: Function, options: CompileOptions) -> CpuFunction:
             builder.add_step(step, KERNELS[step.instrs[0].kind].build)
             builder.release(finished)
         llvm_ir = builder.finish()
+        units = tuple(builder.units.values())
         del builder
     if options.extra.get("dump_llvm"):
         write_text(options.extra["dump_llvm"], llvm_ir, "--dump-llvm")
-    constants = constant_region(program)  # before LLVM's peak, so the packed arrays are gone by then
+    parts = split_module(llvm_ir, units, options.extra.get("compile_threads") or default_parts(len(llvm_ir)))
+    objects = compile_parts(parts, assembly=bool(options.extra.get("dump_asm")))
+    del parts
+    constants = constant_region(program)  # beside LLVM: numpy copies without the GIL too
     heap.trim()
-    compiled = compile_object(llvm_ir, assembly=bool(options.extra.get("dump_asm")))
+    compiled = objects()
     heap.trim()
-    if compiled.assembly is not None:
-        write_text(options.extra["dump_asm"], compiled.assembly, "--dump-asm")
-    image = CpuImage.from_program(program, compiled.object_code, compiled.exports, machine.triple, host_cpu()[0],
+    if options.extra.get("dump_asm"):
+        write_text(options.extra["dump_asm"], "\n".join(f"# part {index} of {len(compiled)}\n{part.assembly}"
+                                                        for index, part in enumerate(compiled)), "--dump-asm")
+    image = CpuImage.from_program(program, tuple(part.object_code for part in compiled),
+                                  tuple(s for part in compiled for s in part.exports), machine.triple, host_cpu()[0],
                                   constants)
     return CpuFunction(function, image, program, steps, llvm_ir)
 

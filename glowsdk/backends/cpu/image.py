@@ -1,11 +1,12 @@
 """A compiled CPU image: everything needed to run a network without compiling it again.
 
 The JIT, the compile cache and the AOT bundle all consume the same image: the
-position-independent object code of the module, the constant region as the
+position-independent object files of the module's parts (codegen/split.py; the
+first holds the entry points), the constant region as the
 static allocator (and the kernels' packed weights) laid it out, the sizes of
 the two mutable regions, where each input and output lives in the placeholder
 region (in the order of the module's bindings table), and the C signature of
-every function the object exports, as read from the module (never restated by
+every function the objects export, as read from the module (never restated by
 hand). image_file.py stores one on disk.
 """
 from __future__ import annotations
@@ -100,7 +101,7 @@ class Binding:
 class CpuImage:
     """Object code plus the memory layout it was compiled against (see the module docstring)."""
 
-    object_code: bytes
+    objects: tuple[bytes, ...]
     exports: tuple[Signature, ...]
     constants: np.ndarray
     activation_bytes: int
@@ -110,14 +111,14 @@ class CpuImage:
     cpu: str
 
     @classmethod
-    def from_program(cls, program: Program, object_code: bytes, exports: tuple[Signature, ...],
+    def from_program(cls, program: Program, objects: tuple[bytes, ...], exports: tuple[Signature, ...],
                      triple: str, cpu: str, constants: np.ndarray | None = None) -> CpuImage:
-        """The image of `program` compiled to `object_code`, with its `constants` region (made by
+        """The image of `program` compiled to `objects`, with its `constants` region (made by
         `constant_region` when not given)."""
         plan = program.plan
         constants = constant_region(program) if constants is None else constants
         bindings = tuple(Binding(w.name, w.role, w.type, plan.address(w)[1]) for w in placeholder_weights(program))
-        return cls(object_code, exports, constants, plan.activation_bytes, plan.placeholder_bytes, bindings,
+        return cls(objects, exports, constants, plan.activation_bytes, plan.placeholder_bytes, bindings,
                    triple, cpu)
 
     def describe(self, key: str) -> dict:

@@ -2,7 +2,8 @@
 
 Layout: a fixed prefix (magic, format version, length and SHA-256 of the JSON
 description), the description (key, target, layout, bindings, exports, and each
-section's size and digest), then the object code and the constant region, each
+section's name, size and digest), then the object files (`object.0`, `object.1`,
+.. : one per part of the module, codegen/split.py) and the constant region, each
 starting on an ALIGNMENT-byte boundary so the constants can be memory-mapped in
 place instead of copied. A section's digest is the SHA-256 of the SHA-256s of
 its 16 MiB chunks, computed on every core (hashlib releases the GIL), since a
@@ -24,13 +25,19 @@ import numpy as np
 from .image import ALIGNMENT, Binding, CpuImage, Signature
 
 MAGIC = b"GLOWCPU\0"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: one object section per part of the module (1 had one `object` section)."""
 _PREFIX = struct.Struct("<8sII32s")
 """magic, format version, JSON length, SHA-256 of the JSON."""
 CHUNK = 1 << 24
 PIECE = 1 << 20
 """Bytes file_digests reads at once."""
-SECTIONS = ("object", "constants")
+CONSTANTS = "constants"
+
+
+def section_names(objects: int) -> list[str]:
+    """The sections of an image of `objects` object files, in file order."""
+    return [f"object.{index}" for index in range(objects)] + [CONSTANTS]
 
 
 class ImageFileError(Exception):
@@ -82,7 +89,7 @@ def _aligned(offset: int) -> int:
 
 
 def _sections(image: CpuImage) -> list[memoryview]:
-    return [memoryview(image.object_code).cast("B"), memoryview(image.constants).cast("B")]
+    return [*(memoryview(code).cast("B") for code in image.objects), memoryview(image.constants).cast("B")]
 
 
 def write_image(stream: BinaryIO, image: CpuImage, key: str) -> None:
@@ -90,7 +97,8 @@ def write_image(stream: BinaryIO, image: CpuImage, key: str) -> None:
     buffers = _sections(image)
     description = image.describe(key)
     description["sections"] = [{"name": name, "bytes": b.nbytes, "digest": digest}
-                               for name, b, digest in zip(SECTIONS, buffers, digests(buffers))]
+                               for name, b, digest in zip(section_names(len(image.objects)), buffers,
+                                                          digests(buffers))]
     text = json.dumps(description, sort_keys=True).encode()
     stream.write(_PREFIX.pack(MAGIC, FORMAT_VERSION, len(text), hashlib.sha256(text).digest()))
     stream.write(text)
@@ -134,7 +142,7 @@ def read_image(path: str | os.PathLike, key: str) -> CpuImage:
         if data["key"] != key:
             raise ImageFileError("compiled for another key")
         sections = data["sections"]
-        if [s["name"] for s in sections] != list(SECTIONS):
+        if len(sections) < 2 or [s["name"] for s in sections] != section_names(len(sections) - 1):
             raise ImageFileError("unexpected sections")
         position, ranges = _PREFIX.size + length, []
         for section in sections:
@@ -143,17 +151,20 @@ def read_image(path: str | os.PathLike, key: str) -> CpuImage:
             if position > size:
                 raise ImageFileError(f"section {section['name']} truncated")
             ranges.append((start, section["bytes"]))
-        (code_at, code_bytes), constants = ranges
+        objects = []
         with open(path, "rb") as stream:
-            stream.seek(code_at)
-            code = stream.read(code_bytes)
+            for at, nbytes in ranges[:-1]:
+                stream.seek(at)
+                objects.append(stream.read(nbytes))
         # the code is checked in the bytes that will run; the constants in the file, then mapped
-        found = [*digests([memoryview(code)]), *file_digests(path, [constants])]
-        if found != [s["digest"] for s in sections]:
-            raise ImageFileError("section digest mismatch")
+        constants = ranges[-1]
+        found = [*digests([memoryview(code) for code in objects]), *file_digests(path, [constants])]
+        for section, digest in zip(sections, found):
+            if digest != section["digest"]:
+                raise ImageFileError(f"section {section['name']} digest mismatch")
         mapped = np.memmap(path, dtype=np.uint8, mode="c") if size else np.zeros(0, np.uint8)
         exports = tuple(Signature.from_json(s) for s in data["exports"])
-        return CpuImage(code, exports, mapped[constants[0]:constants[0] + constants[1]],
+        return CpuImage(tuple(objects), exports, mapped[constants[0]:constants[0] + constants[1]],
                         int(data["activation_bytes"]),
                         int(data["placeholder_bytes"]), tuple(Binding.from_json(b) for b in data["bindings"]),
                         data["triple"], data["cpu"])

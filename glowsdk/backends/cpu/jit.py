@@ -1,22 +1,33 @@
-"""Machine code for the host CPU with llvmlite: one object file, loaded by MCJIT (paper 5).
+"""Machine code for the host CPU with llvmlite: object files, loaded by MCJIT (paper 5).
 
 The target machine is the host's: its real CPU name and feature string, so
 LLVM uses AVX-512 where the host has it, AVX2 or NEON elsewhere; nothing is
-hard-coded. The module is optimised with LLVM's O3 pipeline (loop and SLP
-vectorisation on) and emitted once as a position-independent object file: the
-JIT links that object into this process, the compile cache stores it, and an
-AOT bundle ships it, so all three run the same code. Every function the object
-exports is called through ctypes with a prototype read from the module's own
-declaration of it.
+hard-coded. A module is optimised with LLVM's O3 pipeline (loop and SLP
+vectorisation on) and emitted as a position-independent object file. A network's
+module comes in parts (codegen/split.py), each compiled on a thread of its own,
+all at once: the JIT links the objects into this process together, the compile
+cache stores them, and an AOT bundle ships them, so all three run the same code.
+Every function the objects export is called through ctypes with a prototype read
+from the module's own declaration of it.
+
+llvmlite serialises every call into LLVM behind one process-wide lock, so threads
+compiling through it take turns. The heavy calls (parse, verify, optimise, emit)
+touch only what the calling thread made for itself (its context, module, target
+machine and pass builder), which LLVM lets threads use at once, so `_Unlocked` makes
+those calls around the lock, through the same library; every other call goes
+through llvmlite as usual.
 """
 from __future__ import annotations
 
 import ctypes
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Callable, Sequence
 
 import llvmlite.binding as llvm
+from llvmlite.binding import ffi
 
 from ...errors import UnsupportedError
 from .image import Argument, Signature
@@ -76,25 +87,93 @@ def host_machine(jit: bool = False) -> llvm.TargetMachine:
         codemodel="jitdefault" if jit else "default", jit=jit)
 
 
+MAX_PARTS = 4
+"""The most parts a module is compiled in at once (each part costs a fixed setup: a target machine,
+a pass pipeline, an object file)."""
+PART_MIN_CHARS = 150_000
+"""Module text a part should hold for a split to pay (the default, `default_parts`): a part costs LLVM
+about 5 ms however small, and 150 K characters about 0.1 s."""
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def default_parts(module_chars: int) -> int:
+    """How many parts to compile a module of `module_chars` characters of text in: one per usable
+    core, at most MAX_PARTS and at most one per PART_MIN_CHARS (a one-core host: the whole module)."""
+    return max(1, min(usable_cores(), MAX_PARTS, module_chars // PART_MIN_CHARS))
+
+
 def host_description() -> str:
     """The host's triple and CPU name, as the backend reports its device."""
     return f"{llvm.get_process_triple()} ({host_cpu()[0]})"
 
 
-def optimise(module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
-    """Run LLVM's O3 module pipeline with loop and SLP vectorisation."""
-    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    tuning.loop_vectorization = True
-    tuning.slp_vectorization = True
-    tuning.loop_unrolling = True
-    builder = llvm.create_pass_builder(machine, tuning)
-    builder.getModulePassManager().run(module, builder)
+class _Unlocked:
+    """The four llvmlite entry points a compile spends its time in, called without llvmlite's lock
+    (see the module docstring): the same functions of the same library, with llvmlite's own
+    prototypes."""
+
+    NAMES = ("LLVMPY_ParseAssembly", "LLVMPY_VerifyModule", "LLVMPY_RunNewModulePassManager",
+             "LLVMPY_TargetMachineEmitToMemory")
+
+    def __init__(self) -> None:
+        library = ctypes.CDLL(ffi.lib._name)  # llvmlite's library object mimics ctypes.CDLL, _name included
+        self.functions = {}
+        for name in self.NAMES:
+            function, locked = getattr(library, name), getattr(ffi.lib, name)
+            function.argtypes, function.restype = locked.argtypes, locked.restype
+            self.functions[name] = function
+
+    def parse(self, text: bytes, context: llvm.context.ContextRef) -> llvm.ModuleRef:
+        """The module in `text`, in `context`; UnsupportedError naming LLVM's first complaint."""
+        with ffi.OutputString() as message:
+            module = llvm.ModuleRef(self.functions["LLVMPY_ParseAssembly"](context, text, message), context)
+            if message:
+                module.close()
+                raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(message).splitlines()[0]}")
+        with ffi.OutputString() as message:
+            if self.functions["LLVMPY_VerifyModule"](module, message):
+                module.close()
+                raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(message).splitlines()[0]}")
+        return module
+
+    def optimise(self, module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
+        """Run LLVM's O3 module pipeline with loop and SLP vectorisation."""
+        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+        tuning.loop_vectorization = True
+        tuning.slp_vectorization = True
+        tuning.loop_unrolling = True
+        builder = llvm.create_pass_builder(machine, tuning)
+        self.functions["LLVMPY_RunNewModulePassManager"](builder.getModulePassManager(), module, builder)
+
+    def emit(self, module: llvm.ModuleRef, machine: llvm.TargetMachine, object_file: bool) -> bytes:
+        """The object file (or with `object_file` false the assembly) of `module`."""
+        with ffi.OutputString() as message:
+            buffer = self.functions["LLVMPY_TargetMachineEmitToMemory"](machine, module, int(object_file), message)
+            if not buffer:
+                raise UnsupportedError(f"cpu backend: LLVM cannot emit the module: {message}")
+        try:
+            return ctypes.string_at(ffi.lib.LLVMPY_GetBufferStart(buffer), ffi.lib.LLVMPY_GetBufferSize(buffer))
+        finally:
+            ffi.lib.LLVMPY_DisposeMemoryBuffer(buffer)
+
+
+@lru_cache(maxsize=1)
+def _unlocked() -> _Unlocked:
+    return _Unlocked()
 
 
 def exported_signatures(module: llvm.ModuleRef) -> tuple[Signature, ...]:
-    """The C signature of every function `module` defines with external linkage."""
+    """The C signature of every function `module` defines and exports: external linkage, default
+    visibility (a hidden one only links the parts of a module together, split.py)."""
     return tuple(_signature(f) for f in module.functions
-                 if not f.is_declaration and f.linkage == llvm.Linkage.external)
+                 if not f.is_declaration and f.linkage == llvm.Linkage.external
+                 and f.visibility == llvm.Visibility.default)
 
 
 def _signature(function: llvm.ValueRef) -> Signature:
@@ -121,32 +200,44 @@ class CompiledObject:
 def compile_object(llvm_ir: str, assembly: bool = False) -> CompiledObject:
     """Verify, optimise and emit the module `llvm_ir` (its text: printing a large llvmlite module
     takes seconds, so the caller prints it once) as a position-independent object file for the host;
-    with `assembly`, also the host assembly of exactly that code (what --dump-asm shows)."""
+    with `assembly`, also the host assembly of exactly that code (what --dump-asm shows). Any thread
+    may call it, alongside others (the module docstring)."""
     machine = host_machine()
+    unlocked = _unlocked()
     context = llvm.create_context()
     try:
-        parsed = llvm.parse_assembly(llvm_ir, context)
-        parsed.verify()
-    except RuntimeError as err:
+        parsed = unlocked.parse(llvm_ir.encode(), context)
+        try:
+            exports = exported_signatures(parsed)
+            unlocked.optimise(parsed, machine)
+            return CompiledObject(unlocked.emit(parsed, machine, True), exports,
+                                  unlocked.emit(parsed, machine, False).decode() if assembly else None)
+        finally:
+            parsed.close()
+    finally:
         context.close()
-        raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(err).splitlines()[0]}") from None
-    exports = exported_signatures(parsed)
-    optimise(parsed, machine)
-    compiled = CompiledObject(machine.emit_object(parsed), exports,
-                              machine.emit_assembly(parsed) if assembly else None)
-    parsed.close()
-    context.close()
-    return compiled
+
+
+def compile_parts(parts: Sequence[str], assembly: bool = False) -> Callable[[], tuple[CompiledObject, ...]]:
+    """Start compiling each module text of `parts` (compile_object) on a thread of its own, all at
+    once, and return the function that waits for their objects (in the same order; it raises the
+    first failing part's error). The caller's thread is free meanwhile: LLVM runs without the GIL."""
+    pool = ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="glowsdk-llvm")
+    futures = [pool.submit(compile_object, part, assembly) for part in parts]
+    pool.shutdown(wait=False)
+    return lambda: tuple(future.result() for future in futures)
 
 
 class JitModule:
-    """An object file linked into this process: `functions` by symbol, `entry` the one named
-    `entry`; keeps the engine (and so the code) alive."""
+    """Object files linked into this process together (each resolving the symbols it uses from
+    the others): `functions` by symbol, `entry` the one named `entry`; keeps the engine (and so the
+    code) alive."""
 
-    def __init__(self, object_code: bytes, exports: tuple[Signature, ...], entry: str) -> None:
+    def __init__(self, objects: Sequence[bytes], exports: tuple[Signature, ...], entry: str) -> None:
         host_cpu()
         self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_machine(jit=True))
-        self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+        for object_code in objects:
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
         self._engine.finalize_object()
         self.functions = {}
         for signature in exports:

@@ -367,6 +367,9 @@ class ModuleBuilder:
         """The constant weights some kernel reads as they are (not only packed)."""
         self.definitions: list[str] = []
         """Every kernel's definition, printed as soon as it was built (`_printed`)."""
+        self.units: dict[str, list[str]] = {}
+        """Per kernel, its function and the call sites the entry reaches it through (`_call_site`):
+        what split.py may move to another part together."""
         self.sync_offset = self.sync_bytes = 0
         """Where the threads' synchronisation words are in the activations region, and their size
         (none in a program that shares no kernel); set by `finish`."""
@@ -484,6 +487,7 @@ class ModuleBuilder:
         kernel = _Kernel(function, context.parallel, tuple(p for p, _ in context.packing), layout, reads,
                          context.phase_count)
         self.definitions.append(_printed(self.module, function))
+        self.units[function.name] = [function.name]
         return kernel, self._packed_like(kernel, operands)
 
     def _packed_like(self, kernel: _Kernel, operands: Operands) -> tuple[str, int] | None | bool:
@@ -519,8 +523,11 @@ class ModuleBuilder:
                     packed = self._constant_at(*call.packed) if call.packed is not None else ir.Constant(PTR, None)
                     anchors = [self._anchor(anchor) if reads else ir.Constant(PTR, None)
                                for anchor, reads in zip(call.anchors, call.kernel.reads)]
-                    arguments = [self.entry.args[1], packed, *anchors, chunk, chunks, thread, ir.Constant(I32, phase)]
-                    builder.store(builder.call(call.kernel.function, arguments), self._status)
+                    slot = zero if alone else thread  # alone: thread 0, a constant its call site keeps (split.py)
+                    arguments = [self.entry.args[1], packed, *anchors, chunk, chunks, slot, ir.Constant(I32, phase)]
+                    builder.store(builder.call(self._call_site(call.kernel.function, arguments),
+                                               [a for a in arguments if not isinstance(a, ir.Constant)]),
+                                  self._status)
 
             for phase in range(call.kernel.phases):
                 if call.shared:
@@ -531,6 +538,22 @@ class ModuleBuilder:
                     run(zero, ir.Constant(I32, 1), phase=phase, alone=True)
             if self._counters is not None:
                 self._counters.charge(builder, number, started, thread)
+
+    def _call_site(self, kernel: ir.Function, arguments: Sequence[ir.Value]) -> ir.Function:
+        """A function calling `kernel` with `arguments`, taking those that are not constants: the
+        entry calls it instead of the kernel. LLVM inlines it where it lies beside the entry; in
+        another part (split.py) it keeps the kernel's every call, with its constant arguments,
+        in the kernel's module, so the kernel is specialised as in the whole module."""
+        variable = [a for a in arguments if not isinstance(a, ir.Constant)]
+        site = ir.Function(self.module, ir.FunctionType(I32, [a.type for a in variable]),
+                           self.unique(f"{kernel.name}.call"))
+        site.linkage = "internal"
+        site.attributes.add("nounwind")
+        builder = ir.IRBuilder(site.append_basic_block("entry"))
+        passed = iter(site.args)
+        builder.ret(builder.call(kernel, [a if isinstance(a, ir.Constant) else next(passed) for a in arguments]))
+        self.units[kernel.name].append(site.name)
+        return site
 
     def _anchor(self, anchor: Anchor) -> ir.Value:
         """The address of `anchor` in the thread entry: in its region (a constant's noted for
