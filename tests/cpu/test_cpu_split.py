@@ -167,7 +167,7 @@ def test_parts_copy_tables_share_mutable_globals_and_link_in_the_jit():
     defined = [i for i, part in enumerate(parts) if '@"counter" = hidden global i32 0' in part]
     declared = [i for i, part in enumerate(parts) if '@"counter" = external hidden global i32' in part]
     assert len(defined) == 1 and len(declared) == 1 and set(defined + declared) == set(owners)
-    compiled = compile_parts(parts)()
+    compiled = compile_parts(parts)
     jit = JitModule([c.object_code for c in compiled], tuple(s for c in compiled for s in c.exports), "glowsdk_main")
     assert [jit.entry(2), jit.entry(2)] == [3031, 4032]  # table[2] = 3, the counter counts across parts
 

@@ -24,7 +24,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Sequence
 
 import llvmlite.binding as llvm
 from llvmlite.binding import ffi
@@ -218,14 +218,13 @@ def compile_object(llvm_ir: str, assembly: bool = False) -> CompiledObject:
         context.close()
 
 
-def compile_parts(parts: Sequence[str], assembly: bool = False) -> Callable[[], tuple[CompiledObject, ...]]:
-    """Start compiling each module text of `parts` (compile_object) on a thread of its own, all at
-    once, and return the function that waits for their objects (in the same order; it raises the
-    first failing part's error). The caller's thread is free meanwhile: LLVM runs without the GIL."""
-    pool = ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="glowsdk-llvm")
-    futures = [pool.submit(compile_object, part, assembly) for part in parts]
-    pool.shutdown(wait=False)
-    return lambda: tuple(future.result() for future in futures)
+def compile_parts(parts: Sequence[str], assembly: bool = False) -> tuple[CompiledObject, ...]:
+    """The object of each module text of `parts` (compile_object), in order, each compiled on a thread
+    of its own, all at once (one part: on the caller's thread); the first failing part's error."""
+    if len(parts) == 1:
+        return (compile_object(parts[0], assembly),)
+    with ThreadPoolExecutor(max_workers=len(parts), thread_name_prefix="glowsdk-llvm") as pool:
+        return tuple(pool.map(lambda part: compile_object(part, assembly), parts))
 
 
 class JitModule:
