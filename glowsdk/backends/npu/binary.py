@@ -19,6 +19,7 @@ from .depthwise import DepthwiseLayer
 from .dma import copy_tiles, transfers
 from .emitter import Emitter
 from .gemm import GemmLayer
+from .handoff import can_hand_off, hand_off
 from .layernorm import LayerNormLayer, TransposeLayer
 from .globalpool import GlobalPoolLayer
 from .layers import CopyLayer, Layer, LayerBuilder
@@ -115,8 +116,12 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
         layers = pair_layers(layers, lambda layer: _footprint(layer, config, plan), config)
     plan_prefetches(layers, config)
     plan_input_prefetches(layers, config)
-    workloads = [_emit(em, layer, config, plan, after.body if after else None)
-                 for layer, after in zip(layers, [*layers[1:], None])]
+    workloads = []
+    for layer, after in zip(layers, [*layers[1:], None]):
+        start = len(em.instructions)
+        workloads.append(_emit(em, layer, config, plan, after.body if after else None))
+        if can_hand_off(layer.body, config):  # its first product runs while the layer before drains
+            hand_off(em, start, config)
     tensors = list(builder.planner.tensors)
     infos = []
     seen: set[str] = set()

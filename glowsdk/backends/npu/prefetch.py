@@ -15,8 +15,9 @@ step's loads wait for; so a layer that was prefetched prefetches for the next on
 The next layer's first input rows are the layer before's result, but where it writes them in a row tile before its
 last, they are in DRAM while its last row tile computes: the layer before loads them too (`plan_input_prefetches`),
 after a restated CONFIG_STORE behind the STORE of the last of those rows signals STORED, into a region of their
-own, and the next layer's first step waits PREFETCH for them as for its weights. So once the barrier passes the
-array starts at once. The region lies above both layers' buffers and clear of every other region in use while it
+own, and the next layer's first step waits PREFETCH for them as for its weights. Rows an earlier layer wrote (a
+residual block's projection reads the block's input) are in DRAM before the layer before begins: their load waits
+for nothing. So once the barrier passes the array starts at once (or before it: handoff.py). The region lies above both layers' buffers and clear of every other region in use while it
 is loaded or read: the weight blocks prefetched for the layer before, for this layer and for the one after, and
 the input region of the layer before.
 """
@@ -76,7 +77,8 @@ def emit_prefetch(em: Emitter, body: GemmLayer, constants: int) -> None:
 
 def plan_input_prefetches(layers: list[Layer], config: ArchConfig) -> None:
     """Mark each prefetched convolution layer whose first input rows the convolution layer before writes before its
-    last row tile (`GemmLayer.prefetched_input`: where they go, in how many transfers), where a region fits."""
+    last row tile, or does not write at all (`GemmLayer.prefetched_input`: where they go, in how many transfers),
+    where a region fits."""
     if config.semaphores <= STORED:
         return
     bodies = [layer.body for layer in layers]
@@ -96,10 +98,14 @@ def plan_input_prefetches(layers: list[Layer], config: ArchConfig) -> None:
 
 def _stored_early(prev: GemmLayer, body: GemmLayer) -> bool:
     """Whether every input byte of `body`'s first step is one `prev` stores before its last row tile (of its last
-    image), and `body` reads its first input as a plain row tile (one image, no gate, one group)."""
-    if prev.pool or prev.window or prev.tiling.images != 1 or len(prev.row_tiles()) < 2 or body.prefetched is None \
-            or body.gate or body.packing or body.groups != 1 or body.pool or body.window or body.tiling.images != 1 \
-            or prev.result.tensor is not body.source.tensor:
+    image) or none of its result's, and `body` reads its first input as a plain row tile (one image, no gate, one
+    group)."""
+    if body.prefetched is None or body.gate or body.packing or body.groups != 1 or body.pool or body.window \
+            or body.tiling.images != 1:
+        return False
+    earlier = not _overlaps(prev.result.tensor, body.source.tensor)  # written before the layer before began
+    if not earlier and (prev.pool or prev.window or prev.tiling.images != 1 or len(prev.row_tiles()) < 2
+                        or prev.result.tensor is not body.source.tensor):
         return False
     s, src, r, t = body.shape, body.source, prev.result, body.tiling
     oy0, oy1 = body.row_tiles()[0]
@@ -109,9 +115,16 @@ def _stored_early(prev: GemmLayer, body: GemmLayer) -> bool:
         if t.c >= s.channels and s.out_channels > t.n or first + chunks[1][0] * s.stride[0] > s.height - 1:
             return False
         oy1 = oy0 + chunks[0][1]
+    if earlier:
+        return True
     last_row = min(first + s.in_rows(oy1 - oy0) - 1, s.height - 1)
     end = last_row * src.row_stride + (s.width - 1) * src.pixel_stride + min(t.c, s.channels)
     return end <= (prev.source.batch - 1) * r.batch_stride + prev.row_tiles()[-1][0] * r.row_stride
+
+
+def _overlaps(a: DramTensor, b: DramTensor) -> bool:
+    """Whether two tensors' bytes may share DRAM (the same region, overlapping extents)."""
+    return a.region == b.region and a.offset < b.offset + b.extent and b.offset < a.offset + a.extent
 
 
 def _weights(layer: GemmLayer) -> tuple[int, int] | None:
@@ -150,12 +163,16 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
         return inserted
     address, transfers = after.prefetched_input
     ops = after.first_input(base, address)
+    written = _overlaps(layer.result.tensor, after.source.tensor)
     writer, restated = _writer(em.instructions, em.layer_start, _reads(ops, config), config)
-    if writer is None or sum(op.mnemonic == "LOAD" for op in ops) != transfers:
-        raise AssertionError("a prefetched input is written by the layer before, in as many transfers as planned")
-    em.instructions.insert(writer + 1, restated.replace(wait_sem=0, wait_count=0, signal_sem=STORED, signal_count=1))
-    inserted.append((writer + 1, 1))
-    waited = False
+    if (writer is None) == written or sum(op.mnemonic == "LOAD" for op in ops) != transfers:
+        raise AssertionError("a prefetched input the layer before writes is stored by it (and only such a one), "
+                             "in as many transfers as planned")
+    if written:
+        em.instructions.insert(writer + 1, restated.replace(wait_sem=0, wait_count=0, signal_sem=STORED,
+                                                            signal_count=1))
+        inserted.append((writer + 1, 1))
+    waited = not written  # (an input written before this layer began is in DRAM already: nothing to wait for)
     for op in ops:
         if op.mnemonic != "LOAD":
             em.emit(op)
