@@ -74,3 +74,17 @@ def test_without_the_handoff_wait_checked_mode_names_the_race(edge, ideal_dram):
     planted = dataclasses.replace(binary, instructions=program)
     with pytest.raises(RaceError, match="race"):
         run_binary(planted, PRESETS["edge"], network.random_inputs(3), checked=True, ideal_dram=ideal_dram)
+
+
+def test_a_layer_takes_its_other_accumulator_slot_first_where_the_layer_before_still_reads_the_first(edge):
+    """(The block's layers on edge: the moved product's rows in the first slot would wait for the layer before's
+    last tile; in the second, for less or nothing.)"""
+    _, npu = edge
+    binary, layers = npu.compiled.binary, npu.compiled.layers
+    swapped = [k for k in handed_off(npu) if layers[k].body.swapped]
+    assert swapped
+    for k in swapped:
+        before = binary.debug[k - 1]
+        program = binary.instructions[before.start:before.stop]
+        [at] = [j for j, i in enumerate(program) if i.wait_count and i.wait_sem == PREFETCH]
+        assert program[at + 1].acc > layers[k].body.shape.out_channels  # past the bias row: the second slot

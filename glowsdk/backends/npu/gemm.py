@@ -208,6 +208,8 @@ class GemmLayer:
     """(scratchpad address, transfers) of the first step's input rows when the layer before loads them (prefetch.py)"""
     gate: ChannelGate | None = None
     """the per-channel gate each input tile is scaled by as it is loaded"""
+    swapped: bool = False
+    """the first tile's accumulator rows are the second slot's (handoff.py: clear of the layer before's last tile)"""
     packing: Packing | None = None
     """a grouped convolution run by GMATMUL (`plan_packed`)"""
     split: bool = False
@@ -333,6 +335,11 @@ class GemmLayer:
         return s.out_channels + 2 * t.rows * s.out_width * t.n + (t.n if self.pool == "avg" else 0) + \
             (2 * s.channels if self.gate else 0) + running
 
+    def acc_slot(self) -> int:
+        """The accumulator words of one of the two tile slots (the second starts this far after the first)."""
+        s, t = self.tiled_shape(), self.tiling
+        return t.array_rows(s) * s.out_width * t.n
+
     def steps(self) -> int:
         """How many steps (loads, then matrix work) the layer's tiles make."""
         s, t = self.shape, self.tiling
@@ -419,7 +426,7 @@ class GemmLayer:
         slot_base = gate_row + (align(s.channels) if self.gate else 0)
         in_bytes, w_bytes = t.input_bytes(s), t.weight_bytes(s)
         out_bytes = align(t.images * t.rows * s.out_width * t.n)
-        acc_tile = t.array_rows(s) * s.out_width * t.n
+        acc_tile = self.acc_slot()
         inputs = [slot_base + k * in_bytes for k in (0, 1)]
         weight_slots = [slot_base + 2 * in_bytes + k * w_bytes for k in (0, 1)]
         outputs = [slot_base + 2 * (in_bytes + w_bytes) + k * out_bytes for k in (0, 1)]
@@ -432,7 +439,7 @@ class GemmLayer:
         # every output channel's bias first, loaded once (no tile's load waits for the vector engine), and low in
         # the accumulator: REQUANT addresses it in 19 bits, and an accumulator may hold 2^20 words
         bias_row = 0
-        accs = [s.out_channels, s.out_channels + acc_tile]
+        accs = [s.out_channels, s.out_channels + acc_tile][::-1 if self.swapped else 1]
         adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
         extra_base = outputs[1] + out_bytes
         operands = {id(op): [extra_base + (2 * a + k) * out_bytes for k in (0, 1)] for a, op in enumerate(adds)}
@@ -443,7 +450,7 @@ class GemmLayer:
             prologue += [config_load(0, 0, len(lut.table)), load(constants + offset, "spad", luts[id(lut)], 1, 1)]
         prologue += [config_load(0, 0, 4 * s.out_channels),
                      load(constants + self.bias, "acc", bias_row, 1, 1)]
-        divisor_row = accs[1] + acc_tile
+        divisor_row = s.out_channels + 2 * acc_tile
         if self.pool == "avg":  # the pixel count in every column of a tile's channels, after the two tiles
             prologue += [config_load(0, 0, 4), load(constants + self.divisor, "acc", divisor_row, 1, t.n)]
         gates = divisor_row + (t.n if self.pool == "avg" else 0)  # a channel gate's rows: g, then -z_x * g

@@ -33,27 +33,42 @@ def can_hand_off(body: object, config: ArchConfig) -> bool:
         and config.semaphores > HANDOFF
 
 
-def hand_off(em: Emitter, start: int, config: ArchConfig) -> None:
-    """Move the first product of the layer emitted from `start` (its configuration, which waits PREFETCH, and the
-    products after it that wait for nothing else) in front of the barrier closing the layer before, behind the
-    HANDOFF handshake (none if the layer before touches none of its accumulator rows); fix both layers' debug
-    ranges."""
+def waits_for(em: Emitter, start: int, config: ArchConfig, shift: int = 0) -> int | None:
+    """Where the moved product of the layer emitted from `start` would wait for the layer before (`hand_off`): the
+    last instruction of the layer before touching its accumulator rows, or those rows `shift` words on (None: it
+    waits for none)."""
     program = em.instructions
-    barrier = start - 1
+    at, stop = _product(program, start)
+    rows = [replace(e, start=e.start + shift, stop=e.stop + shift)
+            for instr, registers in with_registers(program[at:stop], config) for e in extents(instr, registers)
+            if e.memory == "acc"]
+    return _last_toucher(program, em.debug[-2].start, start - 1, rows, config)
+
+
+def _product(program: list, start: int) -> tuple[int, int]:
+    """[at, stop): the first product of the layer from `start`: its configuration, which waits PREFETCH, and the
+    products after it that wait for nothing else."""
     at = next(i for i in range(start, len(program)) if program[i].mnemonic == "CONFIG_MATMUL")
     config_op = program[at]
-    if program[barrier].mnemonic != "NOP" or config_op.wait_sem != PREFETCH or not config_op.wait_count:
+    if program[start - 1].mnemonic != "NOP" or config_op.wait_sem != PREFETCH or not config_op.wait_count:
         raise AssertionError("a handed-off product follows the barrier and waits for the prefetched operands")
     stop = at + 1
     while stop < len(program) and program[stop].mnemonic == "MATMUL" and not program[stop].wait_count:
         stop += 1
     if stop == at + 1:
         raise AssertionError("a handed-off configuration is followed by the product it configures")
-    moved = program[at:stop]
-    rows = [e for instr, registers in with_registers(moved, config) for e in extents(instr, registers)
-            if e.memory == "acc"]
+    return at, stop
+
+
+def hand_off(em: Emitter, start: int, last: int | None) -> None:
+    """Move the first product of the layer emitted from `start` (`_product`) in front of the barrier closing the
+    layer before, behind the HANDOFF handshake signalled after instruction `last` (`waits_for`; None: no
+    handshake, the layer before touches none of its accumulator rows); fix both layers' debug ranges."""
+    program = em.instructions
+    barrier = start - 1
+    at, stop = _product(program, start)
+    config_op, moved = program[at], program[at:stop]
     before, mine = em.debug[-2], em.debug[-1]
-    last = _last_toucher(program, before.start, barrier, rows, config)
     lead, shift = list(moved), 0
     if last is not None:  # (before the barrier and the moved product: both shift by one)
         lead.insert(0, config_op.replace(wait_sem=HANDOFF, wait_count=1))
@@ -78,10 +93,10 @@ def _last_toucher(program: list, first: int, stop: int, rows: list, config: Arch
         engine = instr.spec.engine
         if engine is Engine.VECTOR:
             vector = index
-        if engine is Engine.MATRIX or not any(e.memory == "acc" and any(e.start < r.stop and r.start < e.stop
-                                                                           for r in rows)
-                                               for e in extents(instr, registers)):
-            continue
+        if engine is not Engine.VECTOR and getattr(instr, "space", None) != "acc" or not any(
+                e.memory == "acc" and any(e.start < r.stop and r.start < e.stop for r in rows)
+                for e in extents(instr, registers)):
+            continue  # (the array's instructions run in order: the moved product follows them all)
         if engine is Engine.VECTOR:
             last = index
         else:
