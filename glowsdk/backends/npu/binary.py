@@ -19,7 +19,7 @@ from .depthwise import DepthwiseLayer
 from .dma import copy_tiles, transfers
 from .emitter import Emitter
 from .gemm import GemmLayer
-from .handoff import can_hand_off, hand_off, waits_for
+from .handoff import can_hand_off, choose_slot, hand_off
 from .layernorm import LayerNormLayer, TransposeLayer
 from .globalpool import GlobalPoolLayer
 from .layers import CopyLayer, Layer, LayerBuilder
@@ -99,14 +99,6 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after
     return _workload(body)
 
 
-def _again(em: Emitter, start: int, layer: Layer, config: ArchConfig, plan: MemoryPlan, after: Layer | None) -> None:
-    """Emit the layer emitted from `start` again, its accumulator slots swapped (`GemmLayer.swapped`)."""
-    del em.instructions[start:]
-    em.debug.pop()
-    layer.body.swapped = True
-    _emit(em, layer, config, plan, after.body if after else None)
-
-
 def _footprint(layer: Layer, config: ArchConfig, plan: MemoryPlan) -> Footprint:
     """The DRAM a layer reads and writes, from its instructions emitted alone."""
     alone = Emitter()
@@ -127,15 +119,11 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
     workloads = []
     for layer, after in zip(layers, [*layers[1:], None]):
         start = len(em.instructions)
+        handed = can_hand_off(layer.body, config)  # its first product runs while the layer before drains
+        waited = choose_slot(em, layer.body, config) if handed else None
         workloads.append(_emit(em, layer, config, plan, after.body if after else None))
-        if can_hand_off(layer.body, config):  # its first product runs while the layer before drains
-            waited = waits_for(em, start, config)
-            if waited is not None:  # its tiles' other accumulator slot first may be clear of the layer before's
-                swapped = waits_for(em, start, config, layer.body.acc_slot())
-                if swapped is None or swapped < waited:
-                    _again(em, start, layer, config, plan, after)
-                    waited = swapped
-            hand_off(em, start, waited)
+        if handed:
+            hand_off(em, start, layer.body, waited, config)
     tensors = list(builder.planner.tensors)
     infos = []
     seen: set[str] = set()

@@ -340,6 +340,13 @@ class GemmLayer:
         s, t = self.tiled_shape(), self.tiling
         return t.array_rows(s) * s.out_width * t.n
 
+    def first_product(self) -> tuple[int, int]:
+        """[start, stop): the accumulator words the first step's product writes (its first chunk's where it streams,
+        `_first_rows`), in the first slot as if not `swapped`: what a hand-off's handshake guards (handoff.py)."""
+        s, t = self.shape, self.tiling
+        oy0, oy1 = self._first_rows()
+        return s.out_channels, s.out_channels + (oy1 - oy0) * s.out_width * min(t.n, s.out_channels)
+
     def steps(self) -> int:
         """How many steps (loads, then matrix work) the layer's tiles make."""
         s, t = self.shape, self.tiling

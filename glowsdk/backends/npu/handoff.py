@@ -33,16 +33,17 @@ def can_hand_off(body: object, config: ArchConfig) -> bool:
         and config.semaphores > HANDOFF
 
 
-def waits_for(em: Emitter, start: int, config: ArchConfig, shift: int = 0) -> int | None:
-    """Where the moved product of the layer emitted from `start` would wait for the layer before (`hand_off`): the
-    last instruction of the layer before touching its accumulator rows, or those rows `shift` words on (None: it
-    waits for none)."""
-    program = em.instructions
-    at, stop = _product(program, start)
-    rows = [replace(e, start=e.start + shift, stop=e.stop + shift)
-            for instr, registers in with_registers(program[at:stop], config) for e in extents(instr, registers)
-            if e.memory == "acc"]
-    return _last_toucher(program, em.debug[-2].start, start - 1, rows, config)
+def choose_slot(em: Emitter, body: GemmLayer, config: ArchConfig) -> int | None:
+    """Before the layer of `body` is emitted (the layer before is `em`'s last): where its moved product would
+    wait for the layer before (`hand_off`), the last instruction of the layer before touching the accumulator
+    words it writes (None: it waits for none). Where its tiles' other slot first waits for less, `body` takes it
+    (`GemmLayer.swapped`). One scan of the layer before for both slots, the layer emitted once."""
+    lo, hi = body.first_product()
+    shift = body.acc_slot()
+    first, second = _last_touchers(em.instructions, em.debug[-1].start, len(em.instructions) - 1,
+                                   [(lo, hi), (lo + shift, hi + shift)], config)
+    body.swapped = first is not None and (second is None or second < first)
+    return second if body.swapped else first
 
 
 def _product(program: list, start: int) -> tuple[int, int]:
@@ -60,14 +61,20 @@ def _product(program: list, start: int) -> tuple[int, int]:
     return at, stop
 
 
-def hand_off(em: Emitter, start: int, last: int | None) -> None:
-    """Move the first product of the layer emitted from `start` (`_product`) in front of the barrier closing the
-    layer before, behind the HANDOFF handshake signalled after instruction `last` (`waits_for`; None: no
-    handshake, the layer before touches none of its accumulator rows); fix both layers' debug ranges."""
+def hand_off(em: Emitter, start: int, body: GemmLayer, last: int | None, config: ArchConfig) -> None:
+    """Move the first product of `body`'s layer, emitted from `start` (`_product`), in front of the barrier closing
+    the layer before, behind the HANDOFF handshake signalled after instruction `last` (`choose_slot`; None: no
+    handshake, the layer before touches none of its accumulator words); fix both layers' debug ranges."""
     program = em.instructions
     barrier = start - 1
     at, stop = _product(program, start)
     config_op, moved = program[at], program[at:stop]
+    lo, hi = body.first_product()
+    shift = body.acc_slot() if body.swapped else 0
+    written = [e for instr, registers in with_registers(moved, config) for e in extents(instr, registers)
+               if e.memory == "acc"]
+    if (min(e.start for e in written), max(e.stop for e in written)) != (lo + shift, hi + shift):
+        raise AssertionError("a handed-off product writes the accumulator words its handshake guards")
     before, mine = em.debug[-2], em.debug[-1]
     lead, shift = list(moved), 0
     if last is not None:  # (before the barrier and the moved product: both shift by one)
@@ -83,24 +90,25 @@ def hand_off(em: Emitter, start: int, last: int | None) -> None:
                      replace(mine, start=mine.start + gained, stop=mine.stop + gained - len(moved))]
 
 
-def _last_toucher(program: list, first: int, stop: int, rows: list, config: ArchConfig) -> int | None:
-    """The last vector instruction of program[first:stop] that reads or writes an accumulator word of `rows`
-    (None: none does); the last vector instruction of all if another engine's but the array's touches one after
-    it."""
-    last = other = None
+def _last_touchers(program: list, first: int, stop: int, ranges: list[tuple[int, int]], config: ArchConfig
+                   ) -> list[int | None]:
+    """For each [start, stop) of accumulator words: the last vector instruction of program[first:stop] that reads
+    or writes one (None: none does); the last vector instruction of all if another engine's but the array's
+    touches one after it."""
+    last: list[int | None] = [None] * len(ranges)
+    other: list[int | None] = [None] * len(ranges)
     vector = None
     for index, (instr, registers) in enumerate(with_registers(program[first:stop], config), first):
         engine = instr.spec.engine
         if engine is Engine.VECTOR:
             vector = index
-        if engine is not Engine.VECTOR and getattr(instr, "space", None) != "acc" or not any(
-                e.memory == "acc" and any(e.start < r.stop and r.start < e.stop for r in rows)
-                for e in extents(instr, registers)):
+        elif getattr(instr, "space", None) != "acc":
             continue  # (the array's instructions run in order: the moved product follows them all)
-        if engine is Engine.VECTOR:
-            last = index
-        else:
-            other = index
-    if other is not None and (last is None or other > last):
-        return vector
-    return last
+        touched = [e for e in extents(instr, registers) if e.memory == "acc"]
+        for k, (lo, hi) in enumerate(ranges):
+            if any(e.start < hi and lo < e.stop for e in touched):
+                if engine is Engine.VECTOR:
+                    last[k] = index
+                else:
+                    other[k] = index
+    return [vector if o is not None and (v is None or o > v) else v for v, o in zip(last, other)]
