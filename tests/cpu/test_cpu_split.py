@@ -5,6 +5,7 @@ carry every object."""
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -188,3 +189,18 @@ def test_compile_threads_must_be_a_positive_whole_number(value):
     with pytest.raises(UnsupportedError, match="compile_threads option must be a whole number") as error:
         glowsdk.compile(glowsdk.load(model), "cpu", compile_threads=value)
     assert "\n" not in str(error.value)
+
+
+def test_compiles_on_several_threads_at_once_each_compute_what_onnxruntime_computes():
+    """Two compiles at once, each in two parts: four modules in LLVM together, around llvmlite's lock."""
+    models = [network(seed) for seed in (1, 2)]
+
+    def compiled_outputs(model_feeds: tuple) -> np.ndarray:
+        model, feeds = model_feeds
+        return glowsdk.compile(glowsdk.load(model), "cpu", compile_threads=2).run(feeds)["y"]
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outputs = list(pool.map(compiled_outputs, models))
+    for (model, feeds), got in zip(models, outputs):
+        want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=0, atol=ACCUMULATE_TOL * float(np.abs(want).max()))
