@@ -367,6 +367,7 @@ class ModuleBuilder:
         """The constant weights some kernel reads as they are (not only packed)."""
         self.definitions: list[str] = []
         """Every kernel's definition, printed as soon as it was built (`_printed`)."""
+        self._sites: dict[tuple[str, ...], ir.Function] = {}
         self.units: dict[str, list[str]] = {}
         """Per kernel, its function and the call sites the entry reaches it through (`_call_site`):
         what split.py may move to another part together."""
@@ -542,8 +543,13 @@ class ModuleBuilder:
     def _call_site(self, kernel: ir.Function, arguments: Sequence[ir.Value]) -> ir.Function:
         """A function calling `kernel` with `arguments`, taking those that are not constants: the
         entry calls it instead of the kernel. LLVM inlines it where it lies beside the entry; in
-        another part (split.py) it keeps the kernel's every call, with its constant arguments,
-        in the kernel's module, so the kernel is specialised as in the whole module."""
+        another part (split.py) it keeps the kernel's calls, with their constant arguments, in the
+        kernel's module, so the kernel is specialised as in the whole module. Calls passing the
+        same constants share one (a GRU's 50 steps call a few kernels hundreds of times)."""
+        pattern = (kernel.name, *(str(a) if isinstance(a, ir.Constant) else str(a.type) for a in arguments))
+        site = self._sites.get(pattern)
+        if site is not None:
+            return site
         variable = [a for a in arguments if not isinstance(a, ir.Constant)]
         site = ir.Function(self.module, ir.FunctionType(I32, [a.type for a in variable]),
                            self.unique(f"{kernel.name}.call"))
@@ -553,6 +559,7 @@ class ModuleBuilder:
         passed = iter(site.args)
         builder.ret(builder.call(kernel, [a if isinstance(a, ir.Constant) else next(passed) for a in arguments]))
         self.units[kernel.name].append(site.name)
+        self._sites[pattern] = site
         return site
 
     def _anchor(self, anchor: Anchor) -> ir.Value:
