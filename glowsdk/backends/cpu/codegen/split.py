@@ -43,6 +43,9 @@ class _Entity:
 
 @dataclass
 class _Module:
+    """A parsed module text: what every part repeats (header, declarations, metadata) and the
+    definitions, by symbol, in the order of the text."""
+
     header: list[str]
     declarations: list[str]
     metadata: list[str]
@@ -202,4 +205,4 @@ def _linked(text: str) -> str:
 def _declaration(text: str) -> str:
     """The declaration of the function whose definition is `text`."""
     visibility = "hidden " if _internal(text) else ""
-    return f"declare {visibility}" + _LINKAGE.sub("", text.split("\n", 1)[0], count=1)
+    return f"declare {visibility}" + _LINKAGE.sub("", text.split("\n", 1)[0], count=1).removesuffix(" {")
