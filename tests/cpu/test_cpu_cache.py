@@ -86,6 +86,21 @@ def test_a_damaged_entry_is_recompiled(cache_dir, damage):
     assert compiled().from_cache
 
 
+def test_an_entry_of_several_objects_is_checked_object_by_object(cache_dir):
+    """An image compiled in two parts stores, checks and loads both objects; a damaged second one is
+    recompiled (compile_threads changes no kernel, so the key is the same)."""
+    first = compiled(compile_threads=2)
+    assert len(first.image.objects) == 2
+    loaded = compiled(compile_threads=1)
+    assert loaded.from_cache and loaded.image.objects == first.image.objects
+    path, = entries(cache_dir)
+    data = bytearray(path.read_bytes())
+    data[data.find(first.image.objects[1]) + 100] ^= 0x01
+    path.write_bytes(bytes(data))
+    assert CompileCache(cache_dir).load(path.stem) is None and not path.exists()
+    assert not compiled(compile_threads=2).from_cache
+
+
 def test_an_entry_under_another_key_is_not_trusted(cache_dir):
     compiled(seed=0)
     zero, = entries(cache_dir)
