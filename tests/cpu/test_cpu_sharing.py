@@ -133,7 +133,7 @@ def test_steps_with_equal_signatures_build_the_same_code():
         program = program_of(model, feeds)
         groups = defaultdict(list)
         for step in plan_steps(program):
-            operands = step_operands(program.plan, (*step.instrs, *(step.epilogue or ())))
+            operands = step_operands(program.plan, step.instrs, step.epilogue)
             groups[signature(step.instrs, step.epilogue, step.unstored, operands)].append(step)
         shared = [steps for steps in groups.values() if len(steps) > 1]
         assert shared

@@ -112,6 +112,8 @@ class KernelContext:
         self._activations, self._packed = function.args[:2]
         self._operands = operands
         self._groups = function.args[len(KERNEL_ARGUMENTS):-len(KERNEL_COUNTS)]
+        self.subroutines: list[ir.Function] = []
+        """Functions of this kernel's own (`subroutine`), printed with it."""
         self.packing: list[tuple[_Packing, int]] = []
         """The packed constants this kernel reads and their constants-region offsets, in the order
         it asked for them."""
@@ -173,6 +175,18 @@ class KernelContext:
         self._scratch_used = aligned(start + nbytes, 64)
         offset = self.owner.scratch_offset(self._scratch_used) + start
         return self.builder.gep(self._activations, [i64(offset)], inbounds=True, source_etype=I8)
+
+    def subroutine(self, name: str, arguments: Sequence[ir.Type]) -> ir.Function:
+        """A new internal function of `arguments` returning nothing, for code the kernel calls from
+        several places instead of copying it into each (noinline, so LLVM optimises it once). Its
+        definition goes with the kernel's: the kernel's alone, shared with no other."""
+        function = ir.Function(self.module, ir.FunctionType(ir.VoidType(), list(arguments)),
+                               self.owner.unique(f"{self.function.name}.{name}"))
+        function.linkage = "internal"
+        function.attributes.add("noinline")
+        function.attributes.add("nounwind")
+        self.subroutines.append(function)
+        return function
 
     def declare(self, name: str, signature: ir.FunctionType) -> ir.Function:
         """An intrinsic by its full mangled name (for vector overloads llvmlite cannot name)."""
@@ -450,7 +464,7 @@ class ModuleBuilder:
         """A kernel for `step`, built by `build` (or the kernel of an earlier step with the same
         signature, sharing.py), called next by the entry point."""
         instrs = (*step.instrs, *(step.epilogue or ()))
-        operands = step_operands(self.program.plan, instrs)
+        operands = step_operands(self.program.plan, step.instrs, step.epilogue)
         key = (build, signature(step.instrs, step.epilogue, step.unstored, operands))
         kernel = self._kernels.get(key)
         packed = self._packed_like(kernel, operands) if kernel is not None else False
@@ -487,8 +501,8 @@ class ModuleBuilder:
         reads = tuple(id(group) in used for group in function.args[len(KERNEL_ARGUMENTS):-len(KERNEL_COUNTS)])
         kernel = _Kernel(function, context.parallel, tuple(p for p, _ in context.packing), layout, reads,
                          context.phase_count)
-        self.definitions.append(_printed(self.module, function))
-        self.units[function.name] = [function.name]
+        self.definitions.append("\n".join(_printed(self.module, f) for f in (function, *context.subroutines)))
+        self.units[function.name] = [function.name, *(f.name for f in context.subroutines)]
         return kernel, self._packed_like(kernel, operands)
 
     def _packed_like(self, kernel: _Kernel, operands: Operands) -> tuple[str, int] | None | bool:

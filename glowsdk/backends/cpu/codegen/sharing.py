@@ -38,11 +38,14 @@ class Anchor:
 
 class Operands:
     """The distinct operand values of a step (first appearance, instructions then epilogue),
-    the anchor of each group, and each value's (group, byte offset from the group's anchor)."""
+    the anchor of each group, and each value's (group, byte offset from the group's anchor);
+    `registers`: the epilogue's values held in vectors only, never in memory (`epilogue_registers`),
+    by id, each the number of the vector holding it (these are no operands)."""
 
     def __init__(self, values: tuple[Value, ...], anchors: tuple[Anchor, ...],
-                 places: tuple[tuple[int, int], ...]) -> None:
+                 places: tuple[tuple[int, int], ...], registers: dict[int, int] | None = None) -> None:
         self.values, self.anchors, self.places = values, anchors, places
+        self.registers = registers or {}
         self._index = {id(v): i for i, v in enumerate(values)}
 
     def index(self, value: Value) -> int:
@@ -68,14 +71,53 @@ Extent = tuple[str, str, int, int]
 """An operand's bytes: region, weight name ("" for activations), range [start, end)."""
 
 
-def step_operands(plan: MemoryPlan, instrs: Sequence[Instruction]) -> Operands:
-    """Group the operands of `instrs` (a step's instructions and epilogue) by overlapping bytes
+def same_bytes(plan: MemoryPlan, a: Value, b: Value) -> bool:
+    """Whether two values are the same elements in the same order: same region, offset, element
+    kind and count (a reshaping view of a result, such as a MatMul's rows seen as N x H x W x C
+    by the GELU after it, holds the same elements at the same flat indices)."""
+    return plan.address(a) == plan.address(b) and a.type.elem is b.type.elem and a.type.size == b.type.size
+
+
+def epilogue_registers(plan: MemoryPlan, result: Value, epilogue: Sequence[Instruction]) -> list[Value]:
+    """The tensors an epilogue on `result` holds in vectors: the result, then each other tensor it
+    writes (one per distinct bytes). A kernel stores only the result (epilogue.py): the others
+    exist in vectors alone, wherever the allocator placed them."""
+    registers = [result]
+    for instr in epilogue:
+        if not any(same_bytes(plan, instr.operands[0], v) for v in registers):
+            registers.append(instr.operands[0])
+    return registers
+
+
+def held_in(plan: MemoryPlan, registers: Sequence[Value], value: Value) -> int | None:
+    """The number of the vector among `registers` holding `value`'s elements, or None (read from memory)."""
+    return next((i for i, v in enumerate(registers) if same_bytes(plan, value, v)), None)
+
+
+def step_operands(plan: MemoryPlan, instrs: Sequence[Instruction],
+                  epilogue: Sequence[Instruction] | None = None) -> Operands:
+    """Group the operands of `instrs` and `epilogue` (a step's instructions and the element-wise ones
+    stacked onto its store) by overlapping bytes, but for the epilogue's values held in vectors only
+    (those are left out: where the allocator put them changes no code, and an efficientnet_b0
+    SiLU's -x, placed on the convolution's input in one block and apart in the next, kept 8 pairs
+    of alike convolutions from sharing a kernel)
     (a view is a contiguous window, and a kernel touches no byte of an operand outside it): within
     a region, operands whose byte ranges intersect (or start together, so an empty one goes with
     the one it sits on) join one group; operands of different weights never do (placeholders are
     bound to arrays of their own per run, a constant may leave the region, module.py). A group's
     anchor is its lowest byte."""
-    values = distinct_operands(instrs)
+    epilogue = tuple(epilogue or ())
+    registers: dict[int, int] = {}
+    if epilogue:
+        held = epilogue_registers(plan, instrs[0].operands[0], epilogue)
+        for instr in epilogue:
+            for value in instr.operands:
+                index = held_in(plan, held, value) if value is not None else None
+                if index:
+                    registers[id(value)] = index
+        for value in distinct_operands(instrs):
+            registers.pop(id(value), None)
+    values = tuple(v for v in distinct_operands((*instrs, *epilogue)) if id(v) not in registers)
     extents: list[Extent] = []
     for value in values:
         region, start = plan.address(value)
@@ -92,7 +134,7 @@ def step_operands(plan: MemoryPlan, instrs: Sequence[Instruction]) -> Operands:
             buffers.append(base_of(value).name)
         places.append((numbers[first], extent[2] - first[2]))
     anchors = tuple(Anchor(region, start, buffer) for (region, _, start, _), buffer in zip(numbers, buffers))
-    return Operands(values, anchors, tuple(places))
+    return Operands(values, anchors, tuple(places), registers)
 
 
 def _merged(extents: list[Extent]) -> dict[Extent, Extent]:
@@ -116,7 +158,8 @@ def signature(instrs: Sequence[Instruction], epilogue: Sequence[Instruction] | N
               unstored: frozenset[int], operands: Operands) -> Hashable:
     """What a step's kernel is built from, without names or addresses: equal signatures (with the
     same kernel builder) give the same code."""
-    position = {id(v): i for i, v in enumerate(operands.values)}
+    position: dict[int, Hashable] = {id(v): i for i, v in enumerate(operands.values)}
+    position.update((key, ("vector", index)) for key, index in operands.registers.items())
 
     def instruction(instr: Instruction) -> tuple:
         return instr.kind, _frozen(instr.attrs), tuple(None if v is None else position[id(v)] for v in instr.operands)

@@ -223,10 +223,12 @@ def _copy_out(ctx: KernelContext, phases: Phases, y: ir.Value, out: ir.Value, pl
     width = phases.cols.out
     whole, edge = divmod(width, lanes)
 
+    inline = epilogue is not None and epilogue.stored is None
+
     def move(row_in: ir.Value, row_out: ir.Value, first: ir.Value, count: int) -> None:
         vector = load_vector(ctx, offset(builder, row_in, first), lanes, count)
         at = builder.add(row_out, first)
-        if epilogue is not None:
+        if inline:
             vector = epilogue(vector, at, count)
         store_vector(ctx, vector, offset(builder, out, at), lanes, count)
 
@@ -238,6 +240,8 @@ def _copy_out(ctx: KernelContext, phases: Phases, y: ir.Value, out: ir.Value, pl
                 move(row_in, row_out, builder.mul(v, i64(lanes)), lanes)
         if edge:
             move(row_in, row_out, i64(whole * lanes), edge)
+        if epilogue is not None and not inline:  # a costly one: once, over the row just stored
+            epilogue.over(builder, out, row_out, 1, width, width)
 
 
 def takes_rows(cols: Dim) -> bool:
@@ -271,6 +275,7 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
     with loop(builder, cols.size, name="zero") as i:
         store(builder, zero, zeros, ElemKind.FLOAT32, i)
     epilogue = stacked_epilogue(ctx, step)
+    inline = epilogue is not None and epilogue.stored is None
     picks = [ir.Constant(ir.VectorType(I32, lanes), [step_ * lane + phase for lane in range(lanes)])
              for phase in range(step_)]
 
@@ -338,7 +343,7 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
                             totals[r] = fma(ctx, weights[ky][kx], tap, totals[r])
                 for r, total in enumerate(totals):
                     at = builder.add(row_outs[r], first)
-                    if epilogue is not None:
+                    if inline:
                         total = epilogue(total, at, width)
                     store_vector(ctx, total, offset(builder, out, at), lanes, width)
 
@@ -349,6 +354,8 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
                             vector(builder.mul(inner, i64(lanes)), None, lanes)
                     continue
                 vector(i64(v * lanes), v * lanes, min(lanes, cols.out - v * lanes))
+            if epilogue is not None and not inline:  # a costly one: once, over the rows just stored
+                epilogue.over(builder, out, row_outs[0], 1, count * cols.out, count * cols.out)
 
         blocks, tail = divmod(rows.out, BLOCK_ROWS)
         if blocks:

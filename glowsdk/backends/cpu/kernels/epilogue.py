@@ -20,9 +20,13 @@ from typing import Any, Callable, Sequence
 from llvmlite import ir
 
 from ....graph.types import ElemKind
-from ..codegen.kinds import F32, i64
+from ..codegen.kinds import F32, I32, I64, PTR, i64, vector_constant
+from ..codegen.loops import loop
 from ..codegen.module import KernelContext, Step
-from .gemm import Epilogue, load_vector, offset, splat
+from ..codegen.sharing import epilogue_registers, held_in
+from ..codegen.sharing import same_bytes as _same_bytes
+from ..codegen.target import host_vectors
+from .gemm import Count, Epilogue, load_vector, offset, splat, store_vector
 from .scalar import SCALARS
 
 POLYNOMIAL_KINDS = frozenset({"Exp", "Tanh", "Erf"})
@@ -33,11 +37,8 @@ intrinsics, and vmath.py's straight-line polynomials (a GELU's Erf runs in a Mat
 
 
 def same_bytes(program: Any, a: Any, b: Any) -> bool:
-    """Whether two operands are the same elements in the same order: same region, offset, element
-    kind and count (a reshaping view of a result, such as a MatMul's rows seen as N x H x W x C
-    by the GELU after it, holds the same elements at the same flat indices)."""
-    return program.plan.address(a) == program.plan.address(b) and a.type.elem is b.type.elem \
-        and a.type.size == b.type.size
+    """Whether two operands are the same elements in the same order (sharing.same_bytes)."""
+    return _same_bytes(program.plan, a, b)
 
 
 def _disjoint(program: Any, a: Any, b: Any) -> bool:
@@ -103,22 +104,20 @@ def epilogue_length(program: Any, result: Any, candidates: Sequence[tuple[int, A
 
 def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
     """The vector function applying `step.epilogue` to C (None without one): the result and the
-    tensors the epilogue writes are vectors, the other sources loaded or splat."""
+    tensors the epilogue writes are vectors, the other sources loaded or splat. A costly one (a
+    polynomial) also gets `stored`, the kernel's one copy of it as a subroutine (`_outlined`)."""
     if not step.epilogue:
         return None
-    program = ctx.owner.program
+    plan = ctx.owner.program.plan
     result = step.instrs[0].operands[0]
-    written = [result]
-    for instr in step.epilogue:
-        if not any(same_bytes(program, instr.operands[0], v) for v in written):
-            written.append(instr.operands[0])
+    written = epilogue_registers(plan, result, step.epilogue)
 
     def held(value: Any) -> int | None:
-        return next((i for i, v in enumerate(written) if same_bytes(program, value, v)), None)
+        return held_in(plan, written, value)
 
-    pointers = {id(v): ctx.address(v) for instr in step.epilogue for v in instr.inputs if held(v) is None}
+    sources = list({id(v): v for instr in step.epilogue for v in instr.inputs if held(v) is None}.values())
 
-    def apply(vector: ir.Value, at: ir.Value, count: int) -> ir.Value:
+    def compute(vector: ir.Value, at: ir.Value, count: Count, pointers: dict[int, ir.Value]) -> ir.Value:
         builder, lanes = ctx.builder, vector.type.count
         vectors: list[ir.Value | None] = [vector] + [None] * (len(written) - 1)
         for instr in step.epilogue:
@@ -136,4 +135,54 @@ def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
                     args.append(load_vector(ctx, offset(builder, pointers[id(value)], at), lanes, count))
             vectors[held(instr.operands[0])] = SCALARS[instr.kind].scalar(ctx, instr, args)
         return vectors[0]
-    return Epilogue(apply, costly=any(instr.kind in POLYNOMIAL_KINDS for instr in step.epilogue))
+
+    addresses = {id(v): ctx.address(v) for v in sources}
+
+    def apply(vector: ir.Value, at: ir.Value, count: Count) -> ir.Value:
+        return compute(vector, at, count, addresses)
+
+    if not any(instr.kind in POLYNOMIAL_KINDS for instr in step.epilogue):
+        return Epilogue(apply)
+    outlined: list[ir.Function] = []
+
+    def stored(pointer: ir.Value, at: ir.Value, rows: ir.Value, columns: ir.Value, ldc: int) -> None:
+        if not outlined:
+            outlined.append(_outlined(ctx, sources, compute))
+        ctx.builder.call(outlined[0], [pointer, at, rows, columns, i64(ldc), *(addresses[id(v)] for v in sources)])
+    return Epilogue(apply, True, stored)
+
+
+def _outlined(ctx: KernelContext, sources: list[Any],
+              compute: Callable[[ir.Value, ir.Value, Count, dict[int, ir.Value]], ir.Value]) -> ir.Function:
+    """The subroutine (C pointer, its element index in C, rows, columns, row stride, one pointer per
+    source) applying `compute` in place to that rectangle of C: whole vectors of each row in a loop,
+    the rest of the row under a run-time mask."""
+    lanes = host_vectors().lanes
+    function = ctx.subroutine("epilogue", [PTR, I64, I64, I64, I64] + [PTR] * len(sources))
+    c, first, rows, columns, ldc, *pointers = function.args
+    for arg, name in zip(function.args, ("c", "at", "rows", "columns", "ldc")):
+        arg.name = name
+    for arg in (c, *pointers):
+        arg.add_attribute("noalias")
+    kernel_builder = ctx.builder
+    builder = ctx.builder = ir.IRBuilder(function.append_basic_block("entry"))
+    where = {id(v): p for v, p in zip(sources, pointers)}
+    whole = builder.udiv(columns, i64(lanes))
+    rest = builder.trunc(builder.urem(columns, i64(lanes)), I32)
+    lane = vector_constant(I32, list(range(lanes)))
+    mask = builder.icmp_unsigned("<", lane, splat(builder, rest, lanes))
+
+    def one(at: ir.Value, count: Count) -> None:
+        pointer = offset(builder, c, at)
+        value = compute(load_vector(ctx, pointer, lanes, count), builder.add(first, at), count, where)
+        store_vector(ctx, value, pointer, lanes, count)
+
+    with loop(builder, rows, name="r") as r:
+        row = builder.mul(r, ldc)
+        with loop(builder, whole, name="v") as v:
+            one(builder.add(row, builder.mul(v, i64(lanes))), lanes)
+        with builder.if_then(builder.icmp_unsigned("!=", rest, ir.Constant(I32, 0))):
+            one(builder.add(row, builder.mul(whole, i64(lanes))), mask)
+    builder.ret_void()
+    ctx.builder = kernel_builder
+    return function

@@ -37,22 +37,43 @@ from ..codegen.loops import loop
 from ..codegen.module import KernelContext
 from ..codegen.target import VectorTarget, host_vectors
 
+Count = int | ir.Value
+"""Lanes in use of a vector: the first `count`, or a run-time <lanes x i1> mask of them."""
+Stored = Callable[[ir.Value, ir.Value, ir.Value, ir.Value, int], None]
+"""(pointer to C's first element, its element index in C, rows, columns, row stride in elements) ->
+applies an epilogue in place to that rectangle of C, already stored."""
+
+
 @dataclass(frozen=True)
 class Epilogue:
     """The element-wise work applied to each C vector as it is stored: `apply(vector, element index in C
     of its first lane, lanes in use)` -> the vector to store. A `costly` one (a polynomial exp, tanh or
-    erf) is emitted once per vector column of a tile, in a loop over its rows, not once per register:
-    copied into every register of every tile variant it made compiles 2-3x longer (efficientnet_b0's
-    SiLUs)."""
-    apply: Callable[[ir.Value, ir.Value, int], ir.Value]
+    erf) has `stored` too: one function of the kernel's own that applies it in place to a rectangle
+    of C just stored (still in L1), which every tile variant calls. Copied into every register of
+    every tile variant, efficientnet_b0's SiLUs made compiles 2-3x longer; copied once per tile
+    variant, its LLVM IR still grew from 54k to 87k lines."""
+    apply: Callable[[ir.Value, ir.Value, Count], ir.Value]
     costly: bool = False
+    stored: Stored | None = None
 
-    def __call__(self, vector: ir.Value, at: ir.Value, count: int) -> ir.Value:
+    def __call__(self, vector: ir.Value, at: ir.Value, count: Count) -> ir.Value:
         return self.apply(vector, at, count)
+
+    def over(self, builder: ir.IRBuilder, c: ir.Value, at: ir.Value, rows: int | ir.Value,
+             columns: int | ir.Value, ldc: int) -> None:
+        """Apply in place to C[at + r * ldc + j] for r < rows, j < columns, stored before (`stored`)."""
+        rows = i64(rows) if isinstance(rows, int) else rows
+        columns = i64(columns) if isinstance(columns, int) else columns
+        self.stored(offset(builder, c, at), at, rows, columns, ldc)
 
     def shifted(self, builder: ir.IRBuilder, start: ir.Value) -> Epilogue:
         """The same work on C seen from element `start` on (an image's or a batch's C within the whole)."""
-        return Epilogue(lambda vector, at, count: self.apply(vector, builder.add(start, at), count), self.costly)
+        stored = None
+        if self.stored is not None:
+            def stored(pointer: ir.Value, at: ir.Value, rows: ir.Value, columns: ir.Value, ldc: int) -> None:
+                self.stored(pointer, builder.add(start, at), rows, columns, ldc)
+        return Epilogue(lambda vector, at, count: self.apply(vector, builder.add(start, at), count), self.costly,
+                        stored)
 
 
 @dataclass(frozen=True)
@@ -195,15 +216,16 @@ def offset(builder: ir.IRBuilder, pointer: ir.Value, elements: int | ir.Value) -
     return builder.gep(pointer, [elements], inbounds=True, source_etype=F32)
 
 
-def load_vector(ctx: KernelContext, pointer: ir.Value, lanes: int, count: int, align: int = 4) -> ir.Value:
-    """`count` <= lanes floats from `pointer` (the rest zero), masked when partial."""
+def load_vector(ctx: KernelContext, pointer: ir.Value, lanes: int, count: Count, align: int = 4) -> ir.Value:
+    """`count` <= lanes floats from `pointer` (the rest zero), masked when partial (`count` a mask:
+    the lanes it enables)."""
     vector = vector_type(lanes)
-    if count == lanes:
+    if isinstance(count, int) and count == lanes:
         return ctx.builder.load(pointer, typ=vector, align=align)
     masked = ctx.declare(f"llvm.masked.load.v{lanes}f32.p0",
                          ir.FunctionType(vector, [PTR, I32, ir.VectorType(I1, lanes), vector]))
-    return ctx.builder.call(masked, [pointer, ir.Constant(I32, align), lane_mask(lanes, count),
-                                     splat_constant(F32, 0.0, lanes)])
+    mask = lane_mask(lanes, count) if isinstance(count, int) else count
+    return ctx.builder.call(masked, [pointer, ir.Constant(I32, align), mask, splat_constant(F32, 0.0, lanes)])
 
 
 def masked_load(ctx: KernelContext, pointer: ir.Value, mask: list[bool], lanes: int) -> ir.Value:
@@ -216,14 +238,15 @@ def masked_load(ctx: KernelContext, pointer: ir.Value, mask: list[bool], lanes: 
     return ctx.builder.call(function, [pointer, ir.Constant(I32, 4), bits, ir.Constant(vector, [0.0] * lanes)])
 
 
-def store_vector(ctx: KernelContext, value: ir.Value, pointer: ir.Value, lanes: int, count: int) -> None:
-    """Store the first `count` lanes of `value` at `pointer`."""
-    if count == lanes:
+def store_vector(ctx: KernelContext, value: ir.Value, pointer: ir.Value, lanes: int, count: Count) -> None:
+    """Store the first `count` lanes of `value` at `pointer` (`count` a mask: the lanes it enables)."""
+    if isinstance(count, int) and count == lanes:
         ctx.builder.store(value, pointer, align=4)
         return
     masked = ctx.declare(f"llvm.masked.store.v{lanes}f32.p0",
                          ir.FunctionType(ir.VoidType(), [value.type, PTR, I32, ir.VectorType(I1, lanes)]))
-    ctx.builder.call(masked, [value, pointer, ir.Constant(I32, 4), lane_mask(lanes, count)])
+    mask = lane_mask(lanes, count) if isinstance(count, int) else count
+    ctx.builder.call(masked, [value, pointer, ir.Constant(I32, 4), mask])
 
 
 def panel_alignment(row_floats: int, lanes: int) -> int:
@@ -312,20 +335,14 @@ def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel
             acc[r][v].add_incoming(sums[r][v], latch)
     builder.cbranch(builder.icmp_unsigned("<", following, i64(gemm.depth // steps)), body, after)
     builder.position_at_end(after)
-    deferred = epilogue is not None and epilogue.costly and c_rows > 1
+    deferred = epilogue is not None and epilogue.stored is not None
     for r in range(c_rows):
         for v in range(vectors):
             at = builder.add(c_at, i64(r * ldc + v * lanes))
             value = sums[r][v] if epilogue is None or deferred else epilogue(sums[r][v], at, counts[v])
             store_vector(ctx, value, offset(builder, c, at), lanes, counts[v])
-    if deferred:  # the rows just stored, still in L1, each through one copy of the epilogue
-        with loop(builder, c_rows, name="epilogue.r") as r:
-            row = builder.add(c_at, builder.mul(r, i64(ldc)))
-            for v in range(vectors):
-                at = builder.add(row, i64(v * lanes))
-                pointer = offset(builder, c, at)
-                value = epilogue(load_vector(ctx, pointer, lanes, counts[v]), at, counts[v])
-                store_vector(ctx, value, pointer, lanes, counts[v])
+    if deferred:  # the rows just stored, still in L1, through the kernel's one copy of the epilogue
+        epilogue.over(builder, c, c_at, c_rows, columns, ldc)
 
 
 @contextmanager

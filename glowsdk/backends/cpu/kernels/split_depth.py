@@ -117,6 +117,8 @@ def _sum(ctx: KernelContext, gemm: Gemm, c: ir.Value, partial: ir.Value, epilogu
             at = builder.add(row_at, i64(v * lanes))
             value = builder.fadd(load_vector(ctx, offset(builder, c, at), lanes, count),
                                  load_vector(ctx, offset(builder, partial, at), lanes, count))
-            if epilogue is not None:
+            if epilogue is not None and epilogue.stored is None:
                 value = epilogue(value, at, count)
             store_vector(ctx, value, offset(builder, c, at), lanes, count)
+        if epilogue is not None and epilogue.stored is not None:  # a costly one: once, over the row
+            epilogue.over(builder, c, row_at, 1, gemm.columns, gemm.columns)

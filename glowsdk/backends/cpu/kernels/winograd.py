@@ -326,7 +326,15 @@ def _output_transform(ctx: KernelContext, p: Plan, m_all: ir.Value, first_row: i
                         if stored <= 0:
                             continue
                         at = builder.add(row_at, i64(x0))
-                        if epilogue is not None:
+                        if epilogue is not None and epilogue.stored is None:
                             vector = epilogue(vector, at, stored)
                         store_vector(ctx, vector, offset(builder, out, at), lanes, stored)
+        if epilogue is not None and epilogue.stored is not None:  # a costly one: once, over the rows stored
+            first_y = builder.mul(tile_row, i64(p.m))
+            left = builder.sub(i64(p.out_height), first_y)  # rows of the tile inside the output: 0 to m
+            rows = builder.select(builder.icmp_signed("<", left, i64(p.m)), left, i64(p.m))
+            rows = builder.select(builder.icmp_signed(">", rows, i64(0)), rows, i64(0))
+            at = builder.add(image_out, builder.add(builder.mul(o, i64(plane_out)),
+                                                    builder.mul(first_y, i64(p.out_width))))
+            epilogue.over(builder, out, at, rows, p.out_width, p.out_width)
 
