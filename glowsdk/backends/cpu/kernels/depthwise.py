@@ -72,6 +72,11 @@ in registers 4 accumulators still fit 32 (a 16-register AVX2 host spills taps ei
 one thread, minimum of cycle counters, 1 / 2 / 4 / 8 rows: 5x5 480 channels 14 x 14 106 / 79 / 65 / 60 us,
 120 x 28 x 28 92 / 74 / 67 / 65; 3x3 384 x 14 x 14 39 / 27 / 27 / 27; AVX2 code 4 rows against 1:
 5x5 14 x 14 163 -> 110 us, 3x3 14 x 14 52 -> 39."""
+EPILOGUE_VECTORS = 4
+"""Vectors of a block of output rows from which a costly epilogue (kernel's subroutine, epilogue.py)
+runs per block, while the block is in L1; below, once over all the thread's planes (in L2): a call per
+4 rows of a 7 x 7 or 14 x 14 plane cost 1152 x 7 x 7 and 672 x 14 x 14 SiLU layers 1.4-2.3x the
+cycles of the epilogue in registers, the call's overhead and the taps' registers saved around it."""
 MAX_STRIDE = 4
 """Largest stride taken here (its square is the number of phase planes)."""
 
@@ -186,6 +191,8 @@ def emit_depthwise(ctx: KernelContext, step: Step) -> None:
                 total = fma(ctx, weight, tap, total)
             store_vector(ctx, total, offset(builder, y, i), lanes, lanes)
         _copy_out(ctx, phases, y, out, builder.mul(nm, i64(plane_out)), epilogue)
+    if epilogue is not None and epilogue.stored is not None:  # a costly one: once, over the planes stored
+        _over_planes(ctx, epilogue, out, plane_out, (start, stop))
 
 
 def _copy_in(ctx: KernelContext, phases: Phases, source: ir.Value, xp: ir.Value) -> None:
@@ -240,8 +247,14 @@ def _copy_out(ctx: KernelContext, phases: Phases, y: ir.Value, out: ir.Value, pl
                 move(row_in, row_out, builder.mul(v, i64(lanes)), lanes)
         if edge:
             move(row_in, row_out, i64(whole * lanes), edge)
-        if epilogue is not None and not inline:  # a costly one: once, over the row just stored
-            epilogue.over(builder, out, row_out, 1, width, width)
+
+
+def _over_planes(ctx: KernelContext, epilogue: Any, out: ir.Value, plane: int,
+                 planes: tuple[ir.Value, ir.Value]) -> None:
+    """A costly epilogue in place over output planes [start, stop), stored one after another."""
+    builder = ctx.builder
+    first = builder.mul(planes[0], i64(plane))
+    epilogue.over(builder, out, first, 1, builder.sub(builder.mul(planes[1], i64(plane)), first), plane)
 
 
 def takes_rows(cols: Dim) -> bool:
@@ -276,6 +289,8 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
         store(builder, zero, zeros, ElemKind.FLOAT32, i)
     epilogue = stacked_epilogue(ctx, step)
     inline = epilogue is not None and epilogue.stored is None
+    per_block = not inline and epilogue is not None and \
+        BLOCK_ROWS * cols.out >= EPILOGUE_VECTORS * host_vectors().lanes
     picks = [ir.Constant(ir.VectorType(I32, lanes), [step_ * lane + phase for lane in range(lanes)])
              for phase in range(step_)]
 
@@ -354,7 +369,7 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
                             vector(builder.mul(inner, i64(lanes)), None, lanes)
                     continue
                 vector(i64(v * lanes), v * lanes, min(lanes, cols.out - v * lanes))
-            if epilogue is not None and not inline:  # a costly one: once, over the rows just stored
+            if per_block:  # a costly one: once, over the rows just stored
                 epilogue.over(builder, out, row_outs[0], 1, count * cols.out, count * cols.out)
 
         blocks, tail = divmod(rows.out, BLOCK_ROWS)
@@ -363,6 +378,8 @@ def _emit_rows(ctx: KernelContext, step: Step, rows: Dim, cols: Dim) -> None:
                 output_rows(builder.mul(ob, i64(BLOCK_ROWS)), BLOCK_ROWS)
         if tail:
             output_rows(i64(blocks * BLOCK_ROWS), tail)
+    if epilogue is not None and not inline and not per_block:  # a costly one: once, over the planes stored
+        _over_planes(ctx, epilogue, out, plane_out, (start, stop))
 
 
 def row_lanes(cols: Dim) -> int:

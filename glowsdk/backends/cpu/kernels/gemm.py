@@ -49,9 +49,9 @@ class Epilogue:
     """The element-wise work applied to each C vector as it is stored: `apply(vector, element index in C
     of its first lane, lanes in use)` -> the vector to store. A `costly` one (a polynomial exp, tanh or
     erf) has `stored` too: one function of the kernel's own that applies it in place to a rectangle
-    of C just stored (still in L1), which every tile variant calls. Copied into every register of
-    every tile variant, efficientnet_b0's SiLUs made compiles 2-3x longer; copied once per tile
-    variant, its LLVM IR still grew from 54k to 87k lines."""
+    of C just stored (still in L1), which every tile variant but the full one calls (micro_kernel).
+    Copied into every register of every tile variant, efficientnet_b0's SiLUs made compiles 2-3x
+    longer; copied once per tile variant, its LLVM IR still grew from 54k to 87k lines."""
     apply: Callable[[ir.Value, ir.Value, Count], ir.Value]
     costly: bool = False
     stored: Stored | None = None
@@ -285,10 +285,11 @@ class Source:
 
 def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel, columns: int,
                  init: Callable[[int], ir.Value], c: ir.Value, c_at: ir.Value, ldc: int, c_rows: int,
-                 epilogue: Epilogue | None, source: Source | None = None) -> None:
+                 epilogue: Epilogue | None, source: Source | None = None, hot: bool = False) -> None:
     """One MR x NV tile: C[r, :columns] = epilogue(init(r) + sum_k A[r, k] * B[k, :columns]) for
     r < c_rows. A rows at or past `a_rows` repeat the last real row (never read out of bounds).
-    With a `source`, B is read from it and stored into panel `b` on the way."""
+    With a `source`, B is read from it and stored into panel `b` on the way. A costly epilogue runs
+    after the tile's stores: inline in the `hot` (full) tile, else through `epilogue.stored`."""
     builder, lanes = ctx.builder, gemm.lanes
     vectors = -(-columns // lanes)
     counts = [min(lanes, columns - v * lanes) for v in range(vectors)]
@@ -341,8 +342,20 @@ def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel
             at = builder.add(c_at, i64(r * ldc + v * lanes))
             value = sums[r][v] if epilogue is None or deferred else epilogue(sums[r][v], at, counts[v])
             store_vector(ctx, value, offset(builder, c, at), lanes, counts[v])
-    if deferred:  # the rows just stored, still in L1, through the kernel's one copy of the epilogue
+    if not deferred:
+        return
+    if not hot:  # an edge or packing tile just stored, in L1, through the kernel's one copy of the epilogue
         epilogue.over(builder, c, c_at, c_rows, columns, ldc)
+        return
+    # The full tile, most of the work, keeps a copy of its own: calling the subroutine from it too cost
+    # 3-6% more cycles on 16 -> 96, 24 -> 144 and 40 -> 240 1x1 SiLU convolutions (K = 16-40).
+    with loop(builder, c_rows, name="epilogue.r") as r:  # the rows just stored, each through one copy
+        row = builder.add(c_at, builder.mul(r, i64(ldc)))
+        for v in range(vectors):
+            at = builder.add(row, i64(v * lanes))
+            pointer = offset(builder, c, at)
+            store_vector(ctx, epilogue(load_vector(ctx, pointer, lanes, counts[v]), at, counts[v]), pointer, lanes,
+                         counts[v])
 
 
 @contextmanager
@@ -503,7 +516,7 @@ def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of
         first = builder.mul(mt, i64(mr))
         c_at = builder.add(builder.mul(nt, i64(nr)), builder.mul(first, i64(ldc)))
         micro_kernel(ctx, gemm, a_of(mt), mr if a_padded else c_rows, panel, columns, lambda r: init(first, r),
-                     c, c_at, ldc, c_rows, epilogue, source)
+                     c, c_at, ldc, c_rows, epilogue, source, (columns, c_rows, source) == (nr, mr, None))
 
     def packing_tile(panel: Panel, nt: ir.Value, mt: ir.Value, columns: int, c_rows: int) -> None:
         tile(panel, nt, mt, columns, c_rows, source_of(nt))
