@@ -204,3 +204,17 @@ def test_compiles_on_several_threads_at_once_each_compute_what_onnxruntime_compu
     for (model, feeds), got in zip(models, outputs):
         want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
         np.testing.assert_allclose(got, want, rtol=0, atol=ACCUMULATE_TOL * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("body, says", [
+    ("garbage", "expected top-level entity"),
+    ("define i32 @f() {\nentry:\n  ret i64 0\n}\n", "doesn't match function result type"),
+    ("define i32 @f() {\nentry:\n  %x = add i32 %y, 1\n  %y = add i32 %x, 1\n  ret i32 %x\n}\n", "does not dominate"),
+])
+def test_a_bad_part_fails_the_compile_in_one_line(body, says):
+    """LLVM's parser and verifier, called around llvmlite's lock on the parts' threads, still name
+    the first error in one line."""
+    good = linked_module()
+    with pytest.raises(UnsupportedError, match=f"invalid LLVM IR: .*{says}") as error:
+        compile_parts([good, body])
+    assert "\n" not in str(error.value)
