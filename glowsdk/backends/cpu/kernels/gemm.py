@@ -481,9 +481,10 @@ def _column_tiles(ctx: KernelContext, grid: TileGrid, column_range: tuple[ir.Val
             body(nt, nr)
         return
     last = i64(grid.column_tiles - 1)
-    bound = builder.select(builder.icmp_unsigned("<", stop, last), stop, last)
-    with loop(builder, bound, start, name="nc") as nt:
-        body(nt, nr)
+    if grid.column_tiles > 1:  # one column tile (a 7 x 7 map's 49 columns) has no full one to emit
+        bound = builder.select(builder.icmp_unsigned("<", stop, last), stop, last)
+        with loop(builder, bound, start, name="nc") as nt:
+            body(nt, nr)
     with builder.if_then(builder.icmp_unsigned("==", stop, i64(grid.column_tiles))):
         body(last, edge)
 
