@@ -236,6 +236,8 @@ def _packed_filter(value: Any, group: int, tile_rows: int) -> Any:
     """[M, C/g, kh, kw] -> per group [M/g / MR, K, MR] panels, groups one after another."""
     filters = value.shape[0]
     matrix = value.reshape(group, filters // group, -1)
+    if group == 1:
+        return pack_row_panels(matrix[0], tile_rows).reshape(-1)  # no concatenation's copy
     return np.concatenate([pack_row_panels(matrix[g], tile_rows).reshape(-1) for g in range(group)])
 
 

@@ -47,10 +47,14 @@ def constant_filter(instr: Any) -> Weight | None:
 def pack_row_panels(matrix: np.ndarray, tile_rows: int) -> np.ndarray:
     """[M, K] -> [ceil(M / MR), K, MR], zero rows past M."""
     rows, depth = matrix.shape
-    tiles = -(-rows // tile_rows)
-    padded = np.zeros((tiles * tile_rows, depth), np.float32)
-    padded[:rows] = matrix
-    return padded.reshape(tiles, tile_rows, depth).transpose(0, 2, 1).copy()
+    tiles, edge = -(-rows // tile_rows), rows % tile_rows
+    full = rows - edge
+    packed = np.empty((tiles, depth, tile_rows), np.float32)  # each element written once, in one pass
+    packed[:full // tile_rows] = matrix[:full].reshape(-1, tile_rows, depth).transpose(0, 2, 1)
+    if edge:
+        packed[-1, :, :edge] = matrix[full:].T
+        packed[-1, :, edge:] = 0
+    return packed
 
 
 def pack_column_panels(matrix: np.ndarray, tile_columns: int, lanes: int) -> np.ndarray:
