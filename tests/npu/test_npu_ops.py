@@ -206,6 +206,7 @@ def test_global_pool_in_the_convolution_that_makes_its_input(kind, hw, config, f
     npu = assert_bit_exact(b.network(b.conv(pooled, 40, 10, 1, 0, relu=False)), config=config)
     convs = [layer.body for layer in npu.compiled.layers if layer.kind == "Conv"]
     assert [body.pool for body in convs] == [None, ("max" if kind == "MaxPool" else "avg") if fused else None, None]
+    assert convs[1].prefetched is not None  # the convolution before loads its weights, pooled or not (prefetch.py)
     assert any(layer.kind in ("AveragePool", "MaxPool") for layer in npu.compiled.layers) is not fused
 
 

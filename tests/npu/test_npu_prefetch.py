@@ -80,3 +80,22 @@ def test_without_the_wait_for_the_store_checked_mode_names_the_race(edge, ideal_
     planted = dataclasses.replace(binary, instructions=program)
     with pytest.raises(RaceError, match="race"):
         run_binary(planted, PRESETS[config], network.random_inputs(3), checked=True, ideal_dram=ideal_dram)
+
+
+def test_a_prefetched_first_chunk_is_loaded_again_for_the_row_tiles_other_output_channel_tiles():
+    """A 1 x 1 convolution whose row tile every output-channel tile reads (all input channels in one step) and whose
+    first step streams: the layer before loads the first chunk for the first product, and the second step loads the
+    chunk's rows again into the row tile's slot, where the later steps read the whole tile (bit-exact, checked)."""
+    b = NetBuilder((1, 16, 40, 40))
+    x = b.conv(b.conv("x", 16, 64, 3, 1), 64, 128, 1, 0)
+    network = b.network(b.conv(x, 128, 16, 1, 0, relu=False))
+    npu = assert_bit_exact(network, config="edge")
+    layers, binary = npu.compiled.layers, npu.compiled.binary
+    [k] = [k for k, layer in enumerate(layers) if getattr(layer.body, "prefetched_input", None) is not None
+           and layer.body.rereads_first_chunk()]
+    body, before, mine = layers[k].body, binary.debug[k - 1], binary.debug[k]
+    [prefetch] = [i for i in binary.instructions[before.start:before.stop]
+                  if i.mnemonic == "LOAD" and i.sram == body.prefetched_input[0]]
+    (_, rows), _ = body.first_chunks()[:2]
+    [again] = [i for i in binary.instructions[mine.start:mine.stop] if i.mnemonic == "LOAD" and i.dram == prefetch.dram]
+    assert again.rows == prefetch.rows == rows * body.shape.stride[0] and again.sram != prefetch.sram

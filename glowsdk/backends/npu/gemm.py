@@ -32,8 +32,8 @@ from sim.timing import grouped_matmul_cycles, matmul_cycles
 from ...errors import UnsupportedError
 from .epilogue import (AddTensor, EpilogueOp, compact, epilogue_specs, requant_specs, table_places, tables, tables_size,
                        vector_passes)
-from .instructions import (CONFIG_LOAD, CONFIG_MATMUL, CONFIG_REQUANT, CONFIG_STORE, GMATMUL, MATMUL, REDUCE,
-                           REQUANT_MUL, STORE, VADDI, VDIV, VMULI, VSUBI, Op)
+from .instructions import (CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE, GMATMUL, MATMUL,
+                           REDUCE, REQUANT_MUL, STORE, VADDI, VDIV, VMULI, VSUBI, Op)
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
@@ -396,6 +396,13 @@ class GemmLayer:
         computed = stacked_rows(s, oy1 - oy0, 1) * s.out_width
         return stream_rows(s, oy1 - oy0, c, n, best_dataflow(computed, s.kh * s.kw * c, n, self.config), self.config)
 
+    def rereads_first_chunk(self) -> bool:
+        """Whether the row tile of a streamed first step is read by later steps too (every input channel in one
+        step, several output-channel tiles): where the layer before loads the first chunk (prefetch.py), the second
+        step loads its rows again into the row tile's slot (`_first_chunk_again`)."""
+        s, t = self.shape, self.tiling
+        return t.c >= s.channels and s.out_channels > t.n and len(self.first_chunks()) > 1
+
     def _first_rows(self) -> tuple[int, int]:
         """The output rows whose input the layer before loads when it prefetches it: the first chunk of a streamed
         first step, else its whole row tile."""
@@ -443,6 +450,7 @@ class GemmLayer:
         # (with one, that MATMUL is the step two back's, which the load waits for anyway)
         stationary = t.c >= s.channels
         several = stationary and s.out_channels > t.n
+        streamed = self.prefetched_input is not None and self.rereads_first_chunk()
         # every output channel's bias first, loaded once (no tile's load waits for the vector engine), and low in
         # the accumulator: REQUANT addresses it in 19 bits, and an accumulator may hold 2^20 words
         bias_row = 0
@@ -489,13 +497,15 @@ class GemmLayer:
                         # whole tile (every step of the row tile reads it there)
                         chunks = self.first_chunks() if g == 0 else []
                         ahead = self.prefetched_input is not None and (g == 0 or stationary and row_tile == 0)
-                        if ahead and len(chunks) <= 1:
+                        if ahead and len(chunks) <= 1 and not (g and streamed):
                             ins = self.prefetched_input[0]
                         dram = source + b * self.source.batch_stride + c0
                         image = [] if ahead or stationary and n0 > 0 else input_loads(
                             s, self.source, self.x_zero, dram, oy0, oy1, c, ins) if images == 1 else stacked_loads(
                             s, self.source, self.x_zero, dram, images, c, ins)
                         shared, loads = (image, []) if several else ([], image)
+                        if streamed and g == 1:  # the prefetched chunk's rows, for the row tile's other readers
+                            loads += self._first_chunk_again(ins, dram)
                         prepare = self.gate.apply(ins, pixels, c, gates + c0, gates + s.channels + c0) \
                             if self.gate and image else []
                         if prepare and g == 0:
@@ -581,9 +591,26 @@ class GemmLayer:
                               STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
                                     space="spad", sram=outputs[slot], planes=1, rows=rows, cols=width)]
                     tiles.append(Tile(steps, vector, stores, residuals))
-                if several and not (row_tile == 0 and self.prefetched_input):  # its last step: the input's last reader
+                if several and not (row_tile == 0 and self.prefetched_input and not streamed):  # its last step: the
+                    # input's last reader
                     next(step for tile in reversed(tiles) for step in reversed(tile.steps)).releases = True
         return prologue, tiles, config
+
+    def _first_chunk_again(self, sram: int, dram: int) -> list[Op]:
+        """The loads of the input rows of a streamed first step's first chunk that the chunk after does not load
+        (`tile_loads.streamed_step`), into the row tile's shared slot at `sram`, from the channels at `dram`: what
+        the layer before loaded for the first product (prefetch.py), for the row tile's later steps."""
+        s, c = self.shape, min(self.tiling.c, self.shape.channels)
+        oy0, oy1 = self._first_rows()
+        first = oy0 * s.stride[0] - s.pads[0]
+        rows = (oy1 - oy0) * s.stride[0]  # (the chunk after loads its window's rows from there on)
+        y0, y1 = max(first, 0), min(first + rows - 1, s.height - 1)
+        return [CONFIG_LOAD(row_stride=self.source.row_stride, plane_stride=0, col_stride=self.source.pixel_stride,
+                            elem_bytes=c),
+                CONFIG_PAD(pad_top=y0 - first, pad_bottom=first + rows - 1 - y1, pad_left=s.pads[1],
+                           pad_right=s.pads[3], pad_value=self.x_zero),
+                load(dram + y0 * self.source.row_stride, "spad", sram, y1 - y0 + 1, s.width),
+                CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
 
     def _window_pool(self, oy0: int, oy1: int, n0: int, n: int, acc: int, out: int, running: int, bias_row: int,
                      result: int, luts: dict[int, int]) -> tuple[list[Op], list[Op]]:

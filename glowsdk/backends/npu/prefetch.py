@@ -15,7 +15,9 @@ step's loads wait for; so a layer that was prefetched prefetches for the next on
 The next layer's first input rows are the layer before's result, but where it writes them in a row tile before its
 last, they are in DRAM while its last row tile computes: the layer before loads them too (`plan_input_prefetches`),
 after a restated CONFIG_STORE behind the STORE of the last of those rows signals STORED, into a region of their
-own, and the next layer's first step waits PREFETCH for them as for its weights. Rows an earlier layer wrote (a
+own, and the next layer's first step waits PREFETCH for them as for its weights (where the row tile's later steps
+read its rows in their own slot, the second step loads a prefetched first chunk there again: only where the layer
+before is not DRAM-bound, since its rows cross the bus twice). Rows an earlier layer wrote (a
 residual block's projection reads the block's input) are in DRAM before the layer before begins: their load waits
 for nothing. So once the barrier passes the array starts at once (or before it: handoff.py). The region lies above both layers' buffers and clear of every other region in use while it
 is loaded or read: the weight blocks prefetched for the layer before, for this layer and for the one after, and
@@ -39,6 +41,7 @@ from .pipeline import PREFETCH, STORED, Step, Tile
 from .scratchpad import align, align_down
 from .tensors import DramTensor
 from .tile_loads import config_load, load
+from .tiling import array_cycles
 
 
 def plan_prefetches(layers: list[Layer], config: ArchConfig) -> None:
@@ -48,7 +51,7 @@ def plan_prefetches(layers: list[Layer], config: ArchConfig) -> None:
         return
     for before, layer in zip(layers, layers[1:]):
         prev, body = before.body, layer.body
-        if not isinstance(body, GemmLayer) or not _whole_steps(body) or body.pool:
+        if not isinstance(body, GemmLayer) or not _whole_steps(body):
             continue
         if isinstance(prev, GemmLayer):
             if not _whole_steps(prev) or prev.pool or prev.prefetched is not None and prev.steps() < 3:
@@ -85,6 +88,8 @@ def plan_input_prefetches(layers: list[Layer], config: ArchConfig) -> None:
     for k, (prev, body) in enumerate(zip(bodies, bodies[1:])):
         if not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer) or not _stored_early(prev, body):
             continue
+        if body.rereads_first_chunk() and _memory_bound(prev, config):
+            continue  # (its rows are loaded twice: the layer before has no DRAM time to spare for the first load)
         after = bodies[k + 2] if k + 2 < len(bodies) else None
         busy = [_weights(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
         if prev.prefetched_input is not None:
@@ -94,6 +99,12 @@ def plan_input_prefetches(layers: list[Layer], config: ArchConfig) -> None:
         if address is not None:
             transfers = sum(op.mnemonic == "LOAD" for op in body.first_input(lambda tensor: 0, address))
             body.prefetched_input = (address, transfers)
+
+
+def _memory_bound(layer: GemmLayer, config: ArchConfig) -> bool:
+    """Whether a layer's DRAM traffic takes longer than its array's work (a prefetch it makes delays it)."""
+    return layer.workload().memory_cycles(config) > layer.source.batch * array_cycles(layer.shape, layer.tiling,
+                                                                                         config)
 
 
 def _stored_early(prev: GemmLayer, body: GemmLayer) -> bool:
@@ -111,8 +122,9 @@ def _stored_early(prev: GemmLayer, body: GemmLayer) -> bool:
     oy0, oy1 = body.row_tiles()[0]
     first = oy0 * s.stride[0] - s.pads[0]
     chunks = body.first_chunks()
-    if len(chunks) > 1:  # only the first chunk is prefetched: the row tile's other readers would miss it
-        if t.c >= s.channels and s.out_channels > t.n or first + chunks[1][0] * s.stride[0] > s.height - 1:
+    if len(chunks) > 1:  # only the first chunk is prefetched (the row tile's other readers load it again)
+        if first + chunks[1][0] * s.stride[0] > s.height - 1 or body.rereads_first_chunk() and first + chunks[1][0] \
+                * s.stride[0] <= 0:  # (a chunk loaded again has an image row: `GemmLayer._first_chunk_again`)
             return False
         oy1 = oy0 + chunks[0][1]
     if earlier:
