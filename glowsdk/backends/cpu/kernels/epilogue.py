@@ -118,6 +118,7 @@ def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
     sources = list({id(v): v for instr in step.epilogue for v in instr.inputs if held(v) is None}.values())
 
     def compute(vector: ir.Value, at: ir.Value, count: Count, pointers: dict[int, ir.Value]) -> ir.Value:
+        """`pointers`: `_reads` of the sources, where the function computing it reads them."""
         builder, lanes = ctx.builder, vector.type.count
         vectors: list[ir.Value | None] = [vector] + [None] * (len(written) - 1)
         for instr in step.epilogue:
@@ -127,7 +128,9 @@ def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
                 if index is not None:
                     args.append(vectors[index])
                 elif value.type.size == 1:
-                    args.append(splat(builder, builder.load(pointers[id(value)], typ=F32), lanes))
+                    scalar = pointers[id(value)]
+                    args.append(scalar if scalar.type.count == lanes else
+                                splat(builder, builder.extract_element(scalar, ir.Constant(I32, 0)), lanes))
                 elif value.type.size != result.type.size:  # per column: the vector lies within a row
                     column = builder.urem(at, i64(value.type.size))
                     args.append(load_vector(ctx, offset(builder, pointers[id(value)], column), lanes, count))
@@ -137,9 +140,10 @@ def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
         return vectors[0]
 
     addresses = {id(v): ctx.address(v) for v in sources}
+    reads = _reads(ctx.builder, sources, addresses)
 
     def apply(vector: ir.Value, at: ir.Value, count: Count) -> ir.Value:
-        return compute(vector, at, count, addresses)
+        return compute(vector, at, count, reads)
 
     if not any(instr.kind in POLYNOMIAL_KINDS for instr in step.epilogue):
         return Epilogue(apply)
@@ -150,6 +154,15 @@ def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
             outlined.append(_outlined(ctx, sources, compute))
         ctx.builder.call(outlined[0], [pointer, at, rows, columns, i64(ldc), *(addresses[id(v)] for v in sources)])
     return Epilogue(apply, True, stored)
+
+
+def _reads(builder: ir.IRBuilder, sources: list[Any], pointers: dict[int, ir.Value]) -> dict[int, ir.Value]:
+    """Per source (by id), where `compute` reads it: a single element loaded and splat here, once
+    (where the kernel builds the epilogue, before its loops and tile variants: so it dominates them
+    all; repeated at every store it was 3 of a ReLU's 8 lines per vector), else its pointer."""
+    lanes = host_vectors().lanes
+    return {id(v): splat(builder, builder.load(pointers[id(v)], typ=F32), lanes) if v.type.size == 1
+            else pointers[id(v)] for v in sources}
 
 
 def _outlined(ctx: KernelContext, sources: list[Any],
@@ -166,7 +179,7 @@ def _outlined(ctx: KernelContext, sources: list[Any],
         arg.add_attribute("noalias")
     kernel_builder = ctx.builder
     builder = ctx.builder = ir.IRBuilder(function.append_basic_block("entry"))
-    where = {id(v): p for v, p in zip(sources, pointers)}
+    where = _reads(builder, sources, {id(v): p for v, p in zip(sources, pointers)})
     whole = builder.udiv(columns, i64(lanes))
     rest = builder.trunc(builder.urem(columns, i64(lanes)), I32)
     lane = vector_constant(I32, list(range(lanes)))
