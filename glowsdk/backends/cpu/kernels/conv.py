@@ -3,6 +3,8 @@
 Which path a convolution takes is a rule on its shape (paper 5.3), checked in
 order (CONV_RULES):
 
+- `squeeze`: a 1x1 convolution of 1 x 1 maps (a squeeze-and-excitation's) is a GEMM whose rows
+  are the images and columns the filters (squeeze.py), not one of a single column.
 - `pointwise`: a 1x1, stride-1, unpadded 2-d convolution is a plain GEMM on NCHW
   memory: C[C_out, HW] = W[C_out, C_in] @ X[C_in, HW]. B is still copied into a
   panel per column tile (one contiguous [k][NR] stream instead of K rows HW apart,
@@ -88,6 +90,8 @@ from .int8_conv import emit_int8_conv
 from .int8_matmul import QUANTIZED
 from .matmul import multiply_add
 from .split_depth import emit_split_depth, splits_depth
+from .squeeze import applies as squeeze_applies
+from .squeeze import emit_squeeze
 from .packing import (
     Window,
     constant_filter,
@@ -312,6 +316,7 @@ def _accumulate(ctx: KernelContext, dims: list[Dim], taps: tuple[ir.Value, ...],
 
 CONV_RULES: list[tuple[str, Callable[[Any], bool], Callable[[KernelContext, Step], None]]] = [
     ("int8", lambda instr: instr.types[0].elem.is_quantized, emit_int8_conv),
+    ("squeeze", squeeze_applies, emit_squeeze),
     ("pointwise", lambda instr: _is_pointwise(instr) and _is_gemm(instr), _conv_gemm),
     ("winograd", winograd_applies, emit_winograd),
     ("im2col", _is_gemm, _conv_gemm),
@@ -333,7 +338,7 @@ def _conv(ctx: KernelContext, step: Step) -> None:
 
 def _takes_epilogue(instr: Any) -> bool:
     """Whether the kernel `instr` takes applies stacked element-wise instructions as it stores."""
-    return conv_strategy(instr) in ("pointwise", "winograd", "im2col", "depthwise")
+    return conv_strategy(instr) in ("squeeze", "pointwise", "winograd", "im2col", "depthwise")
 
 
 register("Conv", COMPUTE_FLOATS | HALF_FLOATS | QUANTIZED, _conv, accepts=int8_accepts, epilogue=_takes_epilogue)

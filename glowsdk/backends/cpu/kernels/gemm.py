@@ -284,7 +284,7 @@ class Source:
 
 
 def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel, columns: int,
-                 init: Callable[[int], ir.Value], c: ir.Value, c_at: ir.Value, ldc: int, c_rows: int,
+                 init: Callable[[int], ir.Value | list[ir.Value]], c: ir.Value, c_at: ir.Value, ldc: int, c_rows: int,
                  epilogue: Epilogue | None, source: Source | None = None, hot: bool = False) -> None:
     """One MR x NV tile: C[r, :columns] = epilogue(init(r) + sum_k A[r, k] * B[k, :columns]) for
     r < c_rows. A rows at or past `a_rows` repeat the last real row (never read out of bounds).
@@ -294,7 +294,8 @@ def micro_kernel(ctx: KernelContext, gemm: Gemm, a: Panel, a_rows: int, b: Panel
     vectors = -(-columns // lanes)
     counts = [min(lanes, columns - v * lanes) for v in range(vectors)]
     steps = source.steps if source is not None else 1
-    start = [[init(r)] * vectors for r in range(gemm.tile_rows)]  # one per row: the vectors of a row start alike
+    start = [first if isinstance(first, list) else [first] * vectors  # a row's vectors start alike, or as listed
+             for first in map(init, range(gemm.tile_rows))]
     before = builder.block
     body = builder.append_basic_block("micro.k")
     after = builder.append_basic_block("micro.done")
@@ -396,6 +397,11 @@ def bias_init(ctx: KernelContext, bias: ir.Value | None, rows: int) -> Init:
     return init
 
 
+ColumnInit = Callable[[ir.Value, int], list[ir.Value]]
+"""(column tile index, columns in the tile) -> the starting vector of each of the tile's vectors,
+alike in every row."""
+
+
 RowsOf = Callable[[ir.Value], Panel]
 """Row tile index -> its A panel."""
 
@@ -493,9 +499,11 @@ def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of
               c: ir.Value, ldc: int, init: Init, epilogue: Epilogue | None = None, block: int = 1,
               panel_of: Callable[[ir.Value], Panel] | None = None,
               column_range: tuple[ir.Value, ir.Value] | None = None,
-              source_of: Callable[[ir.Value], Source] | None = None) -> None:
+              source_of: Callable[[ir.Value], Source] | None = None,
+              column_init: ColumnInit | None = None) -> None:
     """C = A @ B over every tile, this thread's share of them (see `splits_rows`), or every row
-    tile of the column tiles in `column_range` (a caller sharing work itself).
+    tile of the column tiles in `column_range` (a caller sharing work itself). `column_init`,
+    if given, starts every row's accumulators instead of `init` (a bias per column).
     `a_padded`: A panels hold zero rows past `rows`, so the last row tile may read them.
     `block` > 1: `b_of(nt, slot)` packs B panels into slots and `panel_of(slot)` reads them
     (each_tile). `source_of(nt)`: the thread's first row tile of column tile nt reads B from this
@@ -516,7 +524,15 @@ def emit_gemm(ctx: KernelContext, gemm: Gemm, a_of: RowsOf, a_padded: bool, b_of
             panel = replace(panel, k_stride=panel.edge_k_stride)
         first = builder.mul(mt, i64(mr))
         c_at = builder.add(builder.mul(nt, i64(nr)), builder.mul(first, i64(ldc)))
-        micro_kernel(ctx, gemm, a_of(mt), mr if a_padded else c_rows, panel, columns, lambda r: init(first, r),
+        if column_init is not None:
+            starts = column_init(nt, columns)
+
+            def start(r: int) -> list[ir.Value]:
+                return starts
+        else:
+            def start(r: int) -> ir.Value:
+                return init(first, r)
+        micro_kernel(ctx, gemm, a_of(mt), mr if a_padded else c_rows, panel, columns, start,
                      c, c_at, ldc, c_rows, epilogue, source, (columns, c_rows, source) == (nr, mr, None))
 
     def packing_tile(panel: Panel, nt: ir.Value, mt: ir.Value, columns: int, c_rows: int) -> None:
