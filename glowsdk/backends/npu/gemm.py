@@ -37,9 +37,9 @@ from .instructions import (CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUAN
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
 from .tensors import DramTensor
-from .tile_loads import Image, config_load, input_loads, load, stacked_loads, stream_rows, streamed_step
+from .tile_loads import Image, config_load, input_loads, load, stacked_loads, streamed_step
 from .tiling import (ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling,
-                     choose_tiling, stacked_rows)
+                     choose_tiling, row_tile_sizes, stacked_rows, stream_rows)
 from .window import pool_across, running_width, split_shape, tile_maxima, window_tiling
 
 
@@ -143,6 +143,14 @@ def _reserved_spad(shape: ConvShape, per_channel: bool, epilogue: Sequence[Epilo
         (align(shape.channels) if gated else 0)
 
 
+def prologue_loads(shape: ConvShape, per_channel: bool, epilogue: Sequence[EpilogueOp], gated: bool = False
+                   ) -> tuple[int, ...]:
+    """The bytes of each load of a layer's prologue besides the bias (tiling.expected): the per-channel requantize
+    table, the epilogue's tables, a channel gate's row."""
+    return ((8 * shape.out_channels,) if per_channel else ()) + tuple(len(t.table) for t in tables(epilogue)) + \
+        ((shape.channels,) if gated else ())
+
+
 def gateable(shape: ConvShape, batch: int) -> bool:
     """Whether a layer's input tiles can be gated as they are loaded (`ChannelGate`): a 1 x 1 convolution whose
     input tile is the dense pixels x channels of its output pixels (no padding, no stride), of one image."""
@@ -156,7 +164,8 @@ def whole_image_fits(shape: ConvShape, config: ArchConfig, per_channel: bool,
     try:
         choose_tiling(shape, config, _reserved_spad(shape, per_channel, epilogue, gated),
                       sum(isinstance(op, AddTensor) for op in epilogue), whole_image=True,
-                      reserved_acc=2 * shape.channels if gated else 0)
+                      reserved_acc=2 * shape.channels if gated else 0,
+                      tables=prologue_loads(shape, per_channel, epilogue, gated))
     except UnsupportedError:
         return False
     return True
@@ -166,7 +175,8 @@ def window_plan(shape: ConvShape, config: ArchConfig, per_channel: bool, epilogu
                 ) -> tuple[Tiling, bool] | None:
     """`window.window_tiling` for a layer of this requantization and epilogue (None: its tiles cannot pool)."""
     epilogue = compact(epilogue)
-    return window_tiling(shape, config, _reserved_spad(shape, per_channel, epilogue), vector_passes(epilogue))
+    return window_tiling(shape, config, _reserved_spad(shape, per_channel, epilogue), vector_passes(epilogue),
+                         prologue_loads(shape, per_channel, epilogue))
 
 
 @dataclass
@@ -243,7 +253,8 @@ class GemmLayer:
                     for op in epilogue if isinstance(op, AddTensor))
         split = False
         if diagonal:
-            tiling = choose_grouped_tiling(shape, groups, config, reserved, adds, vector_passes(epilogue), pitches)
+            tiling = choose_grouped_tiling(shape, groups, config, reserved, adds, vector_passes(epilogue), pitches,
+                                           prologue_loads(shape, requant.per_channel, epilogue))
         elif window:
             chosen = window_plan(shape, config, requant.per_channel, epilogue)
             if chosen is None:
@@ -254,7 +265,8 @@ class GemmLayer:
                 shape, config, reserved, extra_buffers=adds,
                 vector_passes=vector_passes(epilogue) + (pool is not None), pitches=pitches,
                 whole_image=pool is not None, reserved_acc=2 * shape.channels if gate else 0,
-                input_passes=int(gate is not None), batch=source.batch if stackable else 1)
+                input_passes=int(gate is not None), batch=source.batch if stackable else 1,
+                tables=prologue_loads(shape, requant.per_channel, epilogue, gate is not None))
         divisor = add_constant(np.int32(shape.out_height * shape.out_width).astype("<i4").tobytes()) \
             if pool == "avg" else 0
         sums = filters.astype(np.int64).reshape(shape.out_channels, -1).sum(axis=1)
@@ -276,7 +288,8 @@ class GemmLayer:
         return choose_packed_tiling(shape, packing.groups, packing.interleave, config,
                                     _reserved_spad(shape, requant.per_channel, epilogue),
                                     sum(isinstance(op, AddTensor) for op in epilogue), vector_passes(epilogue),
-                                    Pitches(source.pixel_stride, result.pixel_stride))
+                                    Pitches(source.pixel_stride, result.pixel_stride),
+                                    prologue_loads(shape, requant.per_channel, epilogue))
 
     @staticmethod
     def plan_packed(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
@@ -360,33 +373,17 @@ class GemmLayer:
         starts after a smaller load, and less vector work and store follow its last step (pipeline fill and
         drain)."""
         s, t = self.shape, self.tiling
-        sizes = [min(t.rows, s.out_height - oy0) for oy0 in range(0, s.out_height, t.rows)]
         operands = any(isinstance(op, AddTensor) for op in self.epilogue)  # more loads to a DRAM-bound layer
-        if len(self.weights) == 1 and t.c >= s.channels and not self.pool and not self.window and not operands \
-                and len(sizes) > 1:
-            for at in (0, -1):
-                whole = sizes[at]
-                half = [whole // 2, whole - whole // 2]
-                if half[0] and sum(map(self._array_cycles, half)) <= self._array_cycles(whole):
-                    sizes[at:len(sizes) + at + 1 if at else 1] = half
+        halve = len(self.weights) == 1 and t.c >= s.channels and not self.pool and not self.window and not operands
+        sizes = row_tile_sizes(s, t.rows, t.n, self.config, self.packing.groups if self.packing else 1, halve)
         bounds = [0]
         for size in sizes:
             bounds.append(bounds[-1] + size)
         return list(zip(bounds, bounds[1:]))
 
-    def _array_cycles(self, rows: int) -> int:
-        """The array's cycles for one step of `rows` output rows (one weight block: every input channel)."""
-        s = self.shape
-        pixels, k, n = rows * s.out_width, s.kh * s.kw * s.channels, min(self.tiling.n, s.out_channels)
-        if self.packing:
-            g = self.packing.groups
-            return min(grouped_matmul_cycles(pixels, k // g, n // g, g, flow, self.config)
-                       for flow in self.config.dataflows)
-        return min(matmul_cycles(pixels, k, n, flow, self.config) for flow in self.config.dataflows)
-
     def first_chunks(self) -> list[tuple[int, int]]:
         """Output rows [a, b) of the first step's chunks, from its row tile's first row, where it streams
-        (`tile_loads.stream_rows`: the array starts on the first rows while the rest load); fewer than two: it
+        (`tiling.stream_rows`: the array starts on the first rows while the rest load); fewer than two: it
         does not."""
         s, t = self.shape, self.tiling
         if self.packing or self.gate or self.split or min(t.images, self.source.batch) != 1:

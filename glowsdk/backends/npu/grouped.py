@@ -37,7 +37,7 @@ from sim.timing import matmul_cycles
 from ...errors import UnsupportedError
 from ...graph.node import Node
 from .epilogue import AddTensor, EpilogueOp, compact, vector_passes
-from .gemm import GemmLayer, Packing, Requant
+from .gemm import GemmLayer, Packing, Requant, prologue_loads
 from .tensors import DramTensor
 from .tile_loads import Image
 from .tiling import ConvShape, Pitches, choose_grouped_tiling, packable
@@ -148,7 +148,8 @@ def _packing(shape: ConvShape, groups: int, order: np.ndarray | None, m: int, x:
         return packing
     chain = compact(epilogue)
     diagonal = choose_grouped_tiling(shape, groups, config, 0, sum(isinstance(op, AddTensor) for op in chain),
-                                     vector_passes(chain), Pitches(x.pixel_stride, out.pixel_stride))
+                                     vector_passes(chain), Pitches(x.pixel_stride, out.pixel_stride),
+                                     prologue_loads(shape, requant.per_channel, chain))
     return packing if packed < diagonal.cycles else None
 
 

@@ -25,6 +25,7 @@ the input region of the layer before.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 from isa.config import ArchConfig
@@ -62,6 +63,7 @@ def plan_prefetches(layers: list[Layer], config: ArchConfig) -> None:
         address = align_down(config.scratchpad_bytes - align(rows * width))
         if max(prev.spad_end(), body.spad_end()) <= address:
             body.prefetched = address
+            body.tiling = replace(body.tiling, expected=body.tiling.prefetched_cycles)
 
 
 def _whole_steps(layer: GemmLayer) -> bool:
@@ -99,6 +101,7 @@ def plan_input_prefetches(layers: list[Layer], config: ArchConfig) -> None:
         if address is not None:
             transfers = sum(op.mnemonic == "LOAD" for op in body.first_input(lambda tensor: 0, address))
             body.prefetched_input = (address, transfers)
+            body.tiling = replace(body.tiling, expected=body.tiling.ahead_cycles)
 
 
 def _memory_bound(layer: GemmLayer, config: ArchConfig) -> bool:

@@ -57,7 +57,7 @@ def _decision(body: Any, batch: int) -> tuple[str, int, int | None, float | None
         tiles = (f"{-(-s.out_height // t.rows)}x{-(-s.out_channels // t.n)}x{-(-s.channels // t.c)} tiles")
         stacked = f"{t.images} images x " if t.images > 1 else ""
         decision = (f"tile {stacked}{t.rows}x{s.out_width} px, {t.n} out-ch, {t.c} in-ch ({tiles}){_epilogue(body)}")
-        return decision, t.spad_bytes(s), t.traffic * batch, t.cycles * batch
+        return decision, t.spad_bytes(s), t.traffic * batch, t.expected * batch
     return type(body).__name__.replace("Layer", "").lower(), 0, None, None
 
 

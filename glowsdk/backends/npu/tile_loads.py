@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from isa.config import ArchConfig
-
 from .instructions import CONFIG_LOAD, CONFIG_PAD, LOAD, MATMUL, Op
 from .pipeline import Step
 from .tensors import DramTensor
@@ -44,30 +42,6 @@ def input_loads(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, oy1:
             CONFIG_PAD(**pad),
             load(dram + y0 * src.row_stride, "spad", sram, y1 - y0 + 1, s.width),
             CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
-
-
-def stream_rows(s: ConvShape, rows: int, c: int, n: int, dataflow: str, config: ArchConfig) -> list[tuple[int, int]]:
-    """Output rows [a, b) of a tile of `rows` rows (`c` input and `n` output channels) cut into chunks for a
-    streamed first step (Step.parts). Output-stationary: each the fewest whole rows from where the last ended that
-    fill at least one fold (the array's rows of pixels), so long as the tile's folds stay as many as the uncut
-    tile's; the rest is the last chunk. Weight-stationary, every chunk streams its pixels through every fold
-    again, a fold's fill and drain more per chunk: as many equal chunks as the wait they save (the input load but
-    the first chunk's) exceeds that cost by most, one (no cut) when no count pays."""
-    if dataflow == "ws":
-        r, cols = config.array_rows, config.array_cols
-        fill = -(-s.kh * s.kw * c // r) * -(-n // cols) * (2 * r + cols - 2)
-        load = s.in_rows(rows) * s.padded_width * c / config.dram_bytes_per_cycle
-        parts = max(range(1, min(rows, 8) + 1), key=lambda m: load * (1 - 1 / m) - (m - 1) * fill)
-        return [(rows * i // parts, rows * (i + 1) // parts) for i in range(parts)]
-    fold = config.array_rows
-    chunks, a = [], 0
-    while a < rows:
-        folds = -(-(rows - a) * s.out_width // fold)
-        b = next((b for b in range(a + 1, rows) if (b - a) * s.out_width >= fold and
-                  -(-(b - a) * s.out_width // fold) + -(-(rows - b) * s.out_width // fold) == folds), rows)
-        chunks.append((a, b))
-        a = b
-    return chunks
 
 
 def streamed_step(s: ConvShape, src: Image, x_zero: int, dram: int, oy0: int, c: int, sram: int,

@@ -57,19 +57,20 @@ def vector_steps(shape: ConvShape, split: bool, config: ArchConfig) -> int:
     return vector_cycles(work * shape.out_channels, config)
 
 
-def window_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, passes: int
+def window_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, passes: int, tables: tuple[int, ...] = ()
                   ) -> tuple[Tiling, bool] | None:
     """The tiling of a layer of `shape` whose tiles pool its result (`reserved_spad` bytes of tables below them,
     `passes` vector passes of its requantization and epilogue) and whether it is split: pairs of output rows
     each, beside the running maximum, split only where the vector engine is the busier unsplit and the split is
     estimated faster. None if none fits, or if its array takes more than `WINDOW_ARRAY_MARGIN` longer than the
     unpooled layer's would (smaller tiles fill and drain the array more often): a pool beside an array-bound
-    convolution hides under it (overlap.py), whereas fusing it costs array time."""
+    convolution hides under it (overlap.py), whereas fusing it costs array time. `tables`: as
+    tiling.choose_tiling's."""
     try:  # (the most rows that fit each: the margin weighs what the pool adds, not a choice of fewer rows)
         tiling = choose_tiling(shape, config, reserved_spad, vector_passes=passes + 2,
                                reserved_acc=running_width(shape, False) * shape.out_channels, row_multiple=2,
-                               fewer=False)
-        alone = choose_tiling(shape, config, reserved_spad, vector_passes=passes, fewer=False)
+                               fewer=False, tables=tables)
+        alone = choose_tiling(shape, config, reserved_spad, vector_passes=passes, fewer=False, tables=tables)
     except UnsupportedError:
         return None
     plain = array_cycles(shape, tiling, config)
@@ -79,7 +80,7 @@ def window_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, pass
     try:  # the maxima across are one pass over a tile (two over its halves); the rest runs on a quarter of it
         halves = choose_tiling(wide, config, reserved_spad, vector_passes=passes,
                                reserved_acc=running_width(shape, True) * shape.out_channels, row_multiple=2,
-                               products=2, pooled=True)
+                               products=2, pooled=True, tables=tables)
     except UnsupportedError:
         return tiling, False
     split = 2 * array_cycles(replace(wide, out_width=wide.out_width // 2), halves, config)
