@@ -8,13 +8,15 @@ import dataclasses
 
 import pytest
 
-from glowsdk.backends.npu.pipeline import PREFETCH, STORED
+from glowsdk.backends.npu.epilogue import AddTensor
+from glowsdk.backends.npu.pipeline import OPERAND, PREFETCH, STORED
 from isa import PRESETS
 from sim.binding import run_binary
 from sim.errors import RaceError
 
 from npu_nets import NetBuilder
 from test_npu_backend import assert_bit_exact
+from test_npu_fusion import residual_block
 
 
 def chain(width: int):
@@ -99,3 +101,28 @@ def test_a_prefetched_first_chunk_is_loaded_again_for_the_row_tiles_other_output
     (_, rows), _ = body.first_chunks()[:2]
     [again] = [i for i in binary.instructions[mine.start:mine.stop] if i.mnemonic == "LOAD" and i.dram == prefetch.dram]
     assert again.rows == prefetch.rows == rows * body.shape.stride[0] and again.sram != prefetch.sram
+
+
+@pytest.mark.parametrize("config,width,first", [("default", 28, True), ("edge", 12, False)])
+def test_prefetches_with_no_room_go_before_the_last_residual_operand_where_the_next_product_hides_the_drain(
+        config, width, first):
+    """The next layer's first product, run before the barrier, waits for the prefetches; the last tile's residual
+    operand only holds up the layer's last vector work and stores. Where that product outlasts them (and the next
+    step's loads after the barrier), the prefetches load first; a short one (edge's 12 x 12 block) leaves them after
+    (bit-exact, checked)."""
+    npu = assert_bit_exact(residual_block(1, width), config=config)
+    layers, binary = npu.compiled.layers, npu.compiled.binary
+    orders = []
+    for k in range(1, len(layers)):
+        prev, body = layers[k - 1].body, layers[k].body
+        if getattr(body, "prefetched_input", None) is None or not any(isinstance(op, AddTensor)
+                                                                       for op in prev.epilogue):
+            continue
+        ranged = binary.debug[k - 1]
+        program = binary.instructions[ranged.start:ranged.stop]
+        operands = [j for j, i in enumerate(program) if i.mnemonic == "LOAD" and i.signal_count
+                    and i.signal_sem in (OPERAND, OPERAND + 1)]
+        fetches = [j for j, i in enumerate(program) if i.mnemonic == "LOAD" and i.signal_count
+                   and i.signal_sem == PREFETCH]
+        orders.append(fetches[-1] < operands[-1])
+    assert orders == [first]

@@ -393,6 +393,11 @@ class GemmLayer:
         computed = stacked_rows(s, oy1 - oy0, 1) * s.out_width
         return stream_rows(s, oy1 - oy0, c, n, best_dataflow(computed, s.kh * s.kw * c, n, self.config), self.config)
 
+    def first_product_cycles(self) -> int:
+        """The array's cycles for the first step's product (`first_product`)."""
+        oy0, oy1 = self._first_rows()
+        return self._array_cycles(oy1 - oy0)
+
     def rereads_first_chunk(self) -> bool:
         """Whether the row tile of a streamed first step is read by later steps too (every input channel in one
         step, several output-channel tiles): where the layer before loads the first chunk (prefetch.py), the second

@@ -2,9 +2,9 @@
 
 Layers run one after another (emitter.py): the next layer's first step waits for the barrier, then for its
 input rows and its weight block, before the array starts. The weights are constants, which no layer writes,
-so their load need not wait: the layer before issues it after its own last load, while its array, vector
-engine and stores finish (the load engine is idle then), into the top of the scratchpad, above both
-layers' buffers. The load signals PREFETCH; the next layer's first step waits for it before its matrix work
+so their load need not wait: the layer before issues it where its load engine has room, else after its own last
+load (or before its last tile's residual operand, where the next layer's first product hides the drain that delays),
+while its array, vector engine and stores finish, into the top of the scratchpad, above both layers' buffers. The load signals PREFETCH; the next layer's first step waits for it before its matrix work
 instead of loading the block. On big arrays the layers are short and this load is a large part of each
 (server preset, resnet50: about 80k of 1.9M cycles).
 
@@ -31,14 +31,14 @@ from typing import Callable
 from isa.config import ArchConfig
 from isa.encoding import Instr, make_instr
 from isa.program import extents, with_registers
-from sim.timing import matmul_cycles
+from sim.timing import matmul_cycles, static_cycles
 
 from .emitter import Emitter, Sync
 from .depthwise import DepthwiseLayer
 from .gemm import GemmLayer
 from .instructions import Op
 from .layers import Layer
-from .pipeline import PREFETCH, STORED, Step, Tile
+from .pipeline import OPERAND, PREFETCH, STORED, Step, Tile
 from .scratchpad import align, align_down
 from .tensors import DramTensor
 from .tile_loads import config_load, load
@@ -167,11 +167,12 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
     CONFIG_STORE restated after it signals STORED). Returns each insertion into the layer's instructions, in order,
     as (index, count), so positions taken before (the layer's tile marks) can be moved past them."""
     inserted: list[tuple[int, int]] = []
+    tail = _before_operands(em, layer, tiles, after, config)
     if after.prefetched is not None:
         weights = Emitter()
         emit_prefetch(weights, after, constants)
         at = _room(layer, tiles, _load_cycles(weights.instructions, config), config)
-        where = len(em.instructions) if at is None else step_starts[at]
+        where = tail if at is None else step_starts[at]
         em.instructions[where:where] = weights.instructions
         inserted.append((where, len(weights.instructions)))
     if after.prefetched_input is None:
@@ -188,13 +189,51 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
                                                             signal_count=1))
         inserted.append((writer + 1, 1))
     waited = not written  # (an input written before this layer began is in DRAM already: nothing to wait for)
+    loads = Emitter()
     for op in ops:
         if op.mnemonic != "LOAD":
-            em.emit(op)
+            loads.emit(op)
             continue
-        em.emit(op, Sync(wait=0 if waited else STORED, wait_count=0 if waited else 1, signal=PREFETCH, signal_count=1))
+        loads.emit(op, Sync(wait=0 if waited else STORED, wait_count=0 if waited else 1, signal=PREFETCH,
+                            signal_count=1))
         waited = True
+    where = _moved(tail, inserted)  # (after the weights, where they went there too; and after the STORE it waits for)
+    where = where if writer is None or where > writer + 1 else len(em.instructions)
+    em.instructions[where:where] = loads.instructions
+    inserted.append((where, len(loads.instructions)))
     return inserted
+
+
+def _before_operands(em: Emitter, layer: GemmLayer, tiles: list[Tile], after: GemmLayer, config: ArchConfig) -> int:
+    """Where a prefetch that finds no room among the layer's steps goes: after the layer's last load, or before its
+    last tile's operands (a residual's tile, which only its last vector work reads) where the next layer's first
+    product runs before the barrier (handoff.py) and outlasts that tile's operand load, vector work and stores: the
+    product waits for the prefetch, and hides the drain the operand's later load delays."""
+    operands = [i for i in range(em.layer_start, len(em.instructions)) if em.instructions[i].mnemonic == "LOAD"
+                and em.instructions[i].signal_count and em.instructions[i].signal_sem in (OPERAND, OPERAND + 1)]
+    last = tiles[-1]
+    if not last.operands or not operands or after.prefetched_input is None:
+        return len(em.instructions)
+    # (and its next step's loads, after the barrier: about as long as its first input's, which the prefetch loads)
+    drain = _load_cycles(_instrs(last.operands), config) + _vector_cycles(last.vector, config) + \
+        _load_cycles(_instrs(last.stores), config, "STORE") + \
+        _load_cycles(_instrs(after.first_input(lambda tensor: 0, after.prefetched_input[0])), config)
+    if after.first_product_cycles() < drain:
+        return len(em.instructions)
+    return operands[-1] - (len(last.operands) - 1)  # (they end with the last tile's last operand load)
+
+
+def _vector_cycles(ops: list[Op], config: ArchConfig) -> int:
+    """The cycles a list of vector-engine operations occupies it."""
+    return sum(static_cycles(instr, registers, config) or 0 for instr, registers in with_registers(_instrs(ops), config))
+
+
+def _moved(index: int, inserted: list[tuple[int, int]]) -> int:
+    """Where the instruction at `index` lies after the insertions made since, (index, count) in order."""
+    for where, count in inserted:
+        if index >= where:
+            index += count
+    return index
 
 
 def _room(layer: GemmLayer, tiles: list[Tile], moved: float, config: ArchConfig) -> int | None:
@@ -223,13 +262,13 @@ def _room(layer: GemmLayer, tiles: list[Tile], moved: float, config: ArchConfig)
                  and [*steps[j].shared, *steps[j].loads][0].mnemonic == "CONFIG_LOAD" and finish(j) <= alone), None)
 
 
-def _load_cycles(program: list[Instr], config: ArchConfig) -> float:
-    """The DRAM cycles of a program's LOADs, each paying the request latency, at full bandwidth."""
+def _load_cycles(program: list[Instr], config: ArchConfig, transfer: str = "LOAD") -> float:
+    """The DRAM cycles of a program's LOADs (or STOREs), each paying the request latency, at full bandwidth."""
     size, total = 1, 0.0
     for instr in program:
-        if instr.mnemonic == "CONFIG_LOAD":
+        if instr.mnemonic == "CONFIG_" + transfer:
             size = instr.elem_bytes
-        elif instr.mnemonic == "LOAD":
+        elif instr.mnemonic == transfer:
             total += config.dram_latency_cycles + instr.planes * instr.rows * instr.cols * size / \
                 config.dram_bytes_per_cycle
     return total
