@@ -39,7 +39,7 @@ from .scratchpad import align
 from .tensors import DramTensor
 from .tile_loads import Image, config_load, input_loads, load, stacked_loads, streamed_step
 from .tiling import (ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling,
-                     choose_tiling, row_tile_sizes, stacked_rows, stream_rows)
+                     choose_tiling, row_tile_sizes, stacked_rows, step_array_cycles, stream_rows)
 from .window import pool_across, running_width, split_shape, tile_maxima, window_tiling
 
 
@@ -396,7 +396,7 @@ class GemmLayer:
     def first_product_cycles(self) -> int:
         """The array's cycles for the first step's product (`first_product`)."""
         oy0, oy1 = self._first_rows()
-        return self._array_cycles(oy1 - oy0)
+        return step_array_cycles(self.shape, oy1 - oy0, self.tiling.n, self.config)
 
     def rereads_first_chunk(self) -> bool:
         """Whether the row tile of a streamed first step is read by later steps too (every input channel in one
