@@ -15,7 +15,8 @@ compiling through it take turns. The heavy calls (parse, verify, optimise, emit)
 touch only what the calling thread made for itself (its context, module, target
 machine and pass builder), which LLVM lets threads use at once, so `_Unlocked` makes
 those calls around the lock, through the same library; every other call goes
-through llvmlite as usual.
+through llvmlite as usual. Where an llvmlite release does not expose its library that
+way, `_Locked` makes the same calls through its public API and a module compiles whole.
 """
 from __future__ import annotations
 
@@ -104,7 +105,10 @@ def usable_cores() -> int:
 
 def default_parts(module_chars: int) -> int:
     """How many parts to compile a module of `module_chars` characters of text in: one per usable
-    core, at most MAX_PARTS and at most one per PART_MIN_CHARS (a one-core host: the whole module)."""
+    core, at most MAX_PARTS and at most one per PART_MIN_CHARS (a one-core host, or an llvmlite whose
+    lock the parts cannot go around: the whole module)."""
+    if not parallel_compiles():
+        return 1
     return max(1, min(usable_cores(), MAX_PARTS, module_chars // PART_MIN_CHARS))
 
 
@@ -113,10 +117,49 @@ def host_description() -> str:
     return f"{llvm.get_process_triple()} ({host_cpu()[0]})"
 
 
-class _Unlocked:
-    """The four llvmlite entry points a compile spends its time in, called without llvmlite's lock
-    (see the module docstring): the same functions of the same library, with llvmlite's own
-    prototypes."""
+class _Locked:
+    """The four calls a compile spends its time in, through llvmlite's public API (and so behind its
+    lock: parts compiled at once take turns). What a compile uses when `_Unlocked` cannot be built."""
+
+    def parse(self, text: bytes, context: llvm.context.ContextRef) -> llvm.ModuleRef:
+        """The module in `text`, in `context`; UnsupportedError naming LLVM's first complaint."""
+        try:
+            module = llvm.parse_assembly(text.decode(), context)
+        except RuntimeError as err:
+            raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(err).splitlines()[0]}") from None
+        try:
+            module.verify()
+        except RuntimeError as err:
+            module.close()
+            raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(err).splitlines()[0]}") from None
+        return module
+
+    def optimise(self, module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
+        """Run LLVM's O3 module pipeline with loop and SLP vectorisation."""
+        builder = self._pass_builder(machine)
+        self._run_passes(builder.getModulePassManager(), module, builder)
+
+    def emit(self, module: llvm.ModuleRef, machine: llvm.TargetMachine, object_file: bool) -> bytes:
+        """The object file (or with `object_file` false the assembly) of `module`."""
+        return machine.emit_object(module) if object_file else machine.emit_assembly(module).encode()
+
+    @staticmethod
+    def _pass_builder(machine: llvm.TargetMachine) -> llvm.PassBuilder:
+        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+        tuning.loop_vectorization = True
+        tuning.slp_vectorization = True
+        tuning.loop_unrolling = True
+        return llvm.create_pass_builder(machine, tuning)
+
+    @staticmethod
+    def _run_passes(manager: llvm.ModulePassManager, module: llvm.ModuleRef, builder: llvm.PassBuilder) -> None:
+        manager.run(module, builder)
+
+
+class _Unlocked(_Locked):
+    """The same four calls without llvmlite's lock (see the module docstring): the same functions of
+    the same library, with llvmlite's own prototypes. Building it fails (AttributeError, OSError)
+    where an llvmlite release no longer exposes its library's path or these functions."""
 
     NAMES = ("LLVMPY_ParseAssembly", "LLVMPY_VerifyModule", "LLVMPY_RunNewModulePassManager",
              "LLVMPY_TargetMachineEmitToMemory")
@@ -130,7 +173,6 @@ class _Unlocked:
             self.functions[name] = function
 
     def parse(self, text: bytes, context: llvm.context.ContextRef) -> llvm.ModuleRef:
-        """The module in `text`, in `context`; UnsupportedError naming LLVM's first complaint."""
         with ffi.OutputString() as message:
             module = llvm.ModuleRef(self.functions["LLVMPY_ParseAssembly"](context, text, message), context)
             if message:
@@ -142,17 +184,10 @@ class _Unlocked:
                 raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(message).splitlines()[0]}")
         return module
 
-    def optimise(self, module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
-        """Run LLVM's O3 module pipeline with loop and SLP vectorisation."""
-        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-        tuning.loop_vectorization = True
-        tuning.slp_vectorization = True
-        tuning.loop_unrolling = True
-        builder = llvm.create_pass_builder(machine, tuning)
-        self.functions["LLVMPY_RunNewModulePassManager"](builder.getModulePassManager(), module, builder)
+    def _run_passes(self, manager: llvm.ModulePassManager, module: llvm.ModuleRef, builder: llvm.PassBuilder) -> None:
+        self.functions["LLVMPY_RunNewModulePassManager"](manager, module, builder)
 
     def emit(self, module: llvm.ModuleRef, machine: llvm.TargetMachine, object_file: bool) -> bytes:
-        """The object file (or with `object_file` false the assembly) of `module`."""
         with ffi.OutputString() as message:
             buffer = self.functions["LLVMPY_TargetMachineEmitToMemory"](machine, module, int(object_file), message)
             if not buffer:
@@ -164,8 +199,17 @@ class _Unlocked:
 
 
 @lru_cache(maxsize=1)
-def _unlocked() -> _Unlocked:
-    return _Unlocked()
+def llvm_calls() -> _Locked:
+    """The calls compiles make: unlocked where this llvmlite allows it, else through its lock."""
+    try:
+        return _Unlocked()
+    except (AttributeError, OSError):
+        return _Locked()
+
+
+def parallel_compiles() -> bool:
+    """Whether parts of a module compile at once here (else they take turns behind llvmlite's lock)."""
+    return isinstance(llvm_calls(), _Unlocked)
 
 
 def exported_signatures(module: llvm.ModuleRef) -> tuple[Signature, ...]:
@@ -203,15 +247,15 @@ def compile_object(llvm_ir: str, assembly: bool = False) -> CompiledObject:
     with `assembly`, also the host assembly of exactly that code (what --dump-asm shows). Any thread
     may call it, alongside others (the module docstring)."""
     machine = host_machine()
-    unlocked = _unlocked()
+    calls = llvm_calls()
     context = llvm.create_context()
     try:
-        parsed = unlocked.parse(llvm_ir.encode(), context)
+        parsed = calls.parse(llvm_ir.encode(), context)
         try:
             exports = exported_signatures(parsed)
-            unlocked.optimise(parsed, machine)
-            return CompiledObject(unlocked.emit(parsed, machine, True), exports,
-                                  unlocked.emit(parsed, machine, False).decode() if assembly else None)
+            calls.optimise(parsed, machine)
+            return CompiledObject(calls.emit(parsed, machine, True), exports,
+                                  calls.emit(parsed, machine, False).decode() if assembly else None)
         finally:
             parsed.close()
     finally:
