@@ -184,10 +184,10 @@ def test_default_parts_follow_the_cores_and_the_module_size():
     assert default_parts(100 * PART_MIN_CHARS) == min(usable_cores(), MAX_PARTS)
 
 
-@pytest.mark.parametrize("value", [0, -1, 1.5, True, "2"])
+@pytest.mark.parametrize("value", [0, -1, 1.5, True, "2", 17])
 def test_compile_threads_must_be_a_positive_whole_number(value):
     model, _ = network()
-    with pytest.raises(UnsupportedError, match="compile_threads option must be a whole number") as error:
+    with pytest.raises(UnsupportedError, match="compile_threads option must be a whole number from 1 to") as error:
         glowsdk.compile(glowsdk.load(model), "cpu", compile_threads=value)
     assert "\n" not in str(error.value)
 
@@ -247,3 +247,15 @@ def test_parts_compile_through_llvmlites_lock_where_its_library_cannot_be_reache
 
 def _no_library(name: object) -> None:
     raise OSError(f"cannot open shared object {name}")
+
+
+def test_an_llvmlite_whose_prototypes_differ_is_called_through_its_lock():
+    """A release that keeps a function's name but reorders its parameters (an older one ran the pass
+    manager as (manager, builder, module)) must not be called with this module's order."""
+    class Reordered(jit._Unlocked):
+        PARAMETERS = {**jit._Unlocked.PARAMETERS, "LLVMPY_RunNewModulePassManager": (
+            "LLVMModulePassManagerRef", "LLVMPassBuilderRef", "LLVMModuleRef")}
+
+    with pytest.raises(AttributeError, match="LLVMPY_RunNewModulePassManager takes other parameters"):
+        Reordered()
+    assert isinstance(jit.llvm_calls(), jit._Unlocked)

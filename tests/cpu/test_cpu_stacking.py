@@ -230,7 +230,7 @@ def test_gelu_in_the_matmul_store_on_avx2():
 def test_silu_and_tanh_run_in_the_conv_store_row_by_row():
     """Conv -> SiLU (x * Sigmoid x, its exp a vmath polynomial) and Conv -> Tanh: a costly epilogue
     runs once per vector column of each tile, in a loop over the tile's rows after their plain store
-    (gemm.Epilogue.costly), on 13 channels (an edge tile of rows) and 11 x 11 pixels (a masked tail)."""
+    (gemm.Epilogue.stored), on 13 channels (an edge tile of rows) and 11 x 11 pixels (a masked tail)."""
     from onnx import helper
 
     nodes = [helper.make_node("Conv", ["x", "w3", "b3"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),

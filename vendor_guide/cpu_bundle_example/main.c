@@ -1,6 +1,9 @@
 /* Runs a glowsdk CPU bundle without glowsdk (see ../cpu_bundle.md).
  *
- *   cc -O2 -I BUNDLE_DIR main.c BUNDLE_DIR/bundle.o -lm -o run_bundle
+ *   cc -O2 -I BUNDLE_DIR main.c BUNDLE_DIR/bundle*.o -lm -o run_bundle
+ *
+ * (every object of the bundle: bundle.o, and bundle.1.o, .. when it was compiled in
+ * parts; bundle.h's comment gives the exact link line)
  *   ./run_bundle BUNDLE_DIR/bundle.weights IN_1.bin ... IN_n.bin OUT_1.bin ... OUT_m.bin
  *
  * One raw little-endian file per input and output, in the order of the header's

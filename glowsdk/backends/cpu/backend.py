@@ -43,7 +43,7 @@ from .codegen.module import ENTRY, THREAD_ENTRY, ModuleBuilder, Step, last_reads
 from .codegen.split import split_module
 from .codegen.threads import PARALLEL_MIN_US
 from .image import CpuImage, aligned_bytes, constant_region
-from .jit import JitModule, compile_parts, default_parts, host_cpu, host_description, host_machine
+from .jit import MOST_PARTS, JitModule, compile_parts, default_parts, host_cpu, host_description, host_machine
 from .kernels import KERNELS
 from .parallel import ThreadPool, thread_count
 from .profile import format_profile, profile_steps
@@ -307,9 +307,9 @@ def _settings(options: CompileOptions) -> tuple[int, bool]:
         raise UnsupportedError(f"the cpu backend's split_min_us option must be a number of microseconds, "
                                f"at least 0, got {split_min_us!r}")
     parts = options.extra.get("compile_threads")
-    if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or parts < 1):
-        raise UnsupportedError(f"the cpu backend's compile_threads option must be a whole number, at least 1, "
-                               f"got {parts!r}")
+    if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= MOST_PARTS):
+        raise UnsupportedError(f"the cpu backend's compile_threads option must be a whole number from 1 to "
+                               f"{MOST_PARTS}, got {parts!r}")
     pin = options.extra.get("pin_threads", True)
     if not isinstance(pin, bool):
         raise UnsupportedError(f"the cpu backend's pin_threads option must be true or false, got {pin!r}")

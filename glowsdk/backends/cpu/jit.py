@@ -91,6 +91,9 @@ def host_machine(jit: bool = False) -> llvm.TargetMachine:
 MAX_PARTS = 4
 """The most parts a module is compiled in at once (each part costs a fixed setup: a target machine,
 a pass pipeline, an object file)."""
+MOST_PARTS = 16
+"""The most parts the compile_threads option may ask for: each is a thread with its own target machine
+and module in memory at once."""
 PART_MIN_CHARS = 150_000
 """Module text a part should hold for a split to pay (the default, `default_parts`): a part costs LLVM
 about 5 ms however small, and 150 K characters about 0.1 s."""
@@ -161,14 +164,22 @@ class _Unlocked(_Locked):
     the same library, with llvmlite's own prototypes. Building it fails (AttributeError, OSError)
     where an llvmlite release no longer exposes its library's path or these functions."""
 
-    NAMES = ("LLVMPY_ParseAssembly", "LLVMPY_VerifyModule", "LLVMPY_RunNewModulePassManager",
-             "LLVMPY_TargetMachineEmitToMemory")
+    PARAMETERS = {"LLVMPY_ParseAssembly": ("LLVMContextRef", None, None),
+                  "LLVMPY_VerifyModule": ("LLVMModuleRef", None),
+                  "LLVMPY_RunNewModulePassManager": ("LLVMModulePassManagerRef", "LLVMModuleRef", "LLVMPassBuilderRef"),
+                  "LLVMPY_TargetMachineEmitToMemory": ("LLVMTargetMachineRef", "LLVMModuleRef", None, None)}
+    """Each function's parameters as this module calls it: llvmlite's handle type where it names one (None: any),
+    checked against llvmlite's own prototype so that a release that reorders them falls back to `_Locked`."""
 
     def __init__(self) -> None:
         library = ctypes.CDLL(ffi.lib._name)  # llvmlite's library object mimics ctypes.CDLL, _name included
         self.functions = {}
-        for name in self.NAMES:
+        for name, parameters in self.PARAMETERS.items():
             function, locked = getattr(library, name), getattr(ffi.lib, name)
+            if locked.argtypes is None or len(locked.argtypes) != len(parameters) or any(
+                    handle is not None and given is not getattr(ffi, handle)
+                    for given, handle in zip(locked.argtypes, parameters)):
+                raise AttributeError(f"llvmlite's {name} takes other parameters than this module passes")
             function.argtypes, function.restype = locked.argtypes, locked.restype
             self.functions[name] = function
 

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ....errors import UnsupportedError
+
 _SYMBOL = re.compile(r'@(?:"((?:[^"\\]|\\.)*)"|([-a-zA-Z$._][-a-zA-Z$._0-9]*))')
 _LINKAGE = re.compile(r"^(define|@\S+ =) (internal |private |external )?")
 HEADER = ("; ModuleID", "target ", "source_filename")
@@ -76,7 +78,7 @@ def _parse(text: str) -> _Module:
                 if inner == "}":
                     break
             else:
-                raise ValueError(f"module text ends inside {line[:80]}")
+                raise UnsupportedError(f"cpu backend: the module text ends inside {line[:80]!r}")
             name = _symbol(_SYMBOL.search(line))
             entity = _Entity("define", name, "\n".join(body))
             entity.uses = {_symbol(m) for m in _SYMBOL.finditer(entity.text)} - {name}
@@ -84,10 +86,10 @@ def _parse(text: str) -> _Module:
         elif line.startswith("@"):
             name = _symbol(_SYMBOL.match(line))
             if _SYMBOL.search(line, line.index("=")):
-                raise ValueError(f"global @{name} refers to another symbol, which the cut does not follow")
+                raise UnsupportedError(f"cpu backend: global @{name} refers to another symbol, which the module split does not follow")
             module.entities[name] = _Entity("global", name, line)
         else:
-            raise ValueError(f"unexpected top-level line in the module text: {line[:80]}")
+            raise UnsupportedError(f"cpu backend: the module split does not know the top-level line {line[:80]!r}")
     return module
 
 

@@ -153,7 +153,7 @@ def stacked_epilogue(ctx: KernelContext, step: Step) -> Epilogue | None:
         if not outlined:
             outlined.append(_outlined(ctx, sources, compute))
         ctx.builder.call(outlined[0], [pointer, at, rows, columns, i64(ldc), *(addresses[id(v)] for v in sources)])
-    return Epilogue(apply, True, stored)
+    return Epilogue(apply, stored)
 
 
 def _reads(builder: ir.IRBuilder, sources: list[Any], pointers: dict[int, ir.Value]) -> dict[int, ir.Value]:

@@ -47,13 +47,12 @@ applies an epilogue in place to that rectangle of C, already stored."""
 @dataclass(frozen=True)
 class Epilogue:
     """The element-wise work applied to each C vector as it is stored: `apply(vector, element index in C
-    of its first lane, lanes in use)` -> the vector to store. A `costly` one (a polynomial exp, tanh or
+    of its first lane, lanes in use)` -> the vector to store. A costly one (a polynomial exp, tanh or
     erf) has `stored` too: one function of the kernel's own that applies it in place to a rectangle
     of C just stored (still in L1), which every tile variant but the full one calls (micro_kernel).
     Copied into every register of every tile variant, efficientnet_b0's SiLUs made compiles 2-3x
     longer; copied once per tile variant, its LLVM IR still grew from 54k to 87k lines."""
     apply: Callable[[ir.Value, ir.Value, Count], ir.Value]
-    costly: bool = False
     stored: Stored | None = None
 
     def __call__(self, vector: ir.Value, at: ir.Value, count: Count) -> ir.Value:
@@ -72,8 +71,7 @@ class Epilogue:
         if self.stored is not None:
             def stored(pointer: ir.Value, at: ir.Value, rows: ir.Value, columns: ir.Value, ldc: int) -> None:
                 self.stored(pointer, builder.add(start, at), rows, columns, ldc)
-        return Epilogue(lambda vector, at, count: self.apply(vector, builder.add(start, at), count), self.costly,
-                        stored)
+        return Epilogue(lambda vector, at, count: self.apply(vector, builder.add(start, at), count), stored)
 
 
 @dataclass(frozen=True)
