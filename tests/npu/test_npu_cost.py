@@ -1,6 +1,6 @@
 """The tiler's cost model against the simulator, layer by layer (issue 21: within +-5% of the simulated cycles).
 
-`tiling.expected` (a tiling's `expected` cycles, which the report shows) costs what the generator emits: the row
+`expected.expected` (a tiling's `expected` cycles, which the report shows) costs what the generator emits: the row
 tiles (the end ones halved where the array takes no longer), a streamed first step, the prologue's loads after the
 first step's, and the first weight block and input rows that the layer before loaded (prefetch.py). Each network is bit-exact in the simulator's checked mode (`assert_bit_exact`);
 its convolutions' expected cycles are compared with a normal-mode run of the same binary.

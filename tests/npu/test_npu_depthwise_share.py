@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from glowsdk.backends.npu.depthwise import array_share
-from glowsdk.backends.npu.tiling import ConvShape
+from glowsdk.backends.npu.step_cost import ConvShape
 from isa import PRESETS
 
 from npu_nets import NetBuilder

@@ -16,7 +16,7 @@ import pytest
 from onnx import numpy_helper
 
 from glowsdk.backends.npu.grouped import dram_cycles, groups_per_layer
-from glowsdk.backends.npu.tiling import ConvShape
+from glowsdk.backends.npu.step_cost import ConvShape
 from isa import PRESETS
 from sim.timing import macs
 

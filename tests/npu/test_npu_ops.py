@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from glowsdk.backends.npu.gemm import GemmLayer
 from glowsdk.backends.npu.grouped import block_diagonal, groups_per_layer
 from glowsdk.backends.npu.maxpool import SeparableMaxPoolLayer
-from glowsdk.backends.npu.tiling import ConvShape
+from glowsdk.backends.npu.step_cost import ConvShape
 from glowsdk.backends.npu.vector import PoolLayer
 from glowsdk.graph.function import Module
 from glowsdk.graph.nodes import nn

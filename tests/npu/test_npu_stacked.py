@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from glowsdk.backends.npu.gemm import GemmLayer
-from glowsdk.backends.npu.tiling import ConvShape, Tiling, stacked_rows
+from glowsdk.backends.npu.step_cost import ConvShape, stacked_rows
+from glowsdk.backends.npu.tiling import Tiling
 from isa import PRESETS
 
 from npu_nets import NetBuilder

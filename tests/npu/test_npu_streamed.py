@@ -3,7 +3,7 @@
 The first step of a layer waits for its whole input tile before the array starts, and nothing overlaps that
 wait (the layer before has finished). When the step runs output-stationary, cutting its MATMUL at whole output
 rows that fill the array's folds costs no fold, so the first chunk's rows start while the rest load
-(`tiling.stream_rows`, `tile_loads.streamed_step`, `Step.parts`); weight-stationary, a cut costs each fold's fill and
+(`expected.stream_rows`, `tile_loads.streamed_step`, `Step.parts`); weight-stationary, a cut costs each fold's fill and
 drain once more, and the step is cut where the wait saved is the larger. Each case is bit-exact with the
 reference evaluator in the simulator's checked mode (`assert_bit_exact`), and its first layer streams.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from glowsdk.backends.npu.tiling import ConvShape, stream_rows
+from glowsdk.backends.npu.expected import stream_rows
+from glowsdk.backends.npu.step_cost import ConvShape
 from isa import PRESETS
 
 from npu_nets import NetBuilder

@@ -6,7 +6,8 @@ shared by one and two tiles more too. A tile that pools the whole image (a fused
 """
 from __future__ import annotations
 
-from glowsdk.backends.npu.tiling import ConvShape, Tiling, choose_tiling, estimate
+from glowsdk.backends.npu.step_cost import ConvShape
+from glowsdk.backends.npu.tiling import Tiling, choose_tiling, estimate
 from isa import PRESETS
 
 from npu_nets import NetBuilder

@@ -47,9 +47,9 @@ from .instructions import (CONFIG_LOAD, CONFIG_MATMUL, CONFIG_REQUANT, CONFIG_ST
                            VMAC, Op)
 from .pipeline import Step, Tile
 from .scratchpad import align
+from .step_cost import ConvShape
 from .tensors import DramTensor
 from .tile_loads import Image, config_load, input_loads, load
-from .tiling import ConvShape
 
 MIN_TILES = 4
 """Output-row tiles a layer is cut into at least (when it has the rows): the first load and the last

@@ -32,14 +32,15 @@ from sim.timing import grouped_matmul_cycles, matmul_cycles
 from ...errors import UnsupportedError
 from .epilogue import (AddTensor, EpilogueOp, compact, epilogue_specs, requant_specs, table_places, tables, tables_size,
                        vector_passes)
+from .expected import stream_rows
 from .instructions import (CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE, GMATMUL, MATMUL,
                            REDUCE, REQUANT_MUL, STORE, VADDI, VDIV, VMULI, VSUBI, Op)
 from .pipeline import PREFETCH, Step, Tile
 from .scratchpad import align
+from .step_cost import ConvShape, Pitches, row_tile_sizes, stacked_rows, step_array_cycles
 from .tensors import DramTensor
 from .tile_loads import Image, config_load, input_loads, load, stacked_loads, streamed_step
-from .tiling import (ConvShape, Pitches, Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling,
-                     choose_tiling, row_tile_sizes, stacked_rows, step_array_cycles, stream_rows)
+from .tiling import Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling, choose_tiling
 from .window import pool_across, running_width, split_shape, tile_maxima, window_tiling
 
 
@@ -145,7 +146,7 @@ def _reserved_spad(shape: ConvShape, per_channel: bool, epilogue: Sequence[Epilo
 
 def prologue_loads(shape: ConvShape, per_channel: bool, epilogue: Sequence[EpilogueOp], gated: bool = False
                    ) -> tuple[int, ...]:
-    """The bytes of each load of a layer's prologue besides the bias (tiling.expected): the per-channel requantize
+    """The bytes of each load of a layer's prologue besides the bias (expected.expected): the per-channel requantize
     table, the epilogue's tables, a channel gate's row."""
     return ((8 * shape.out_channels,) if per_channel else ()) + tuple(len(t.table) for t in tables(epilogue)) + \
         ((shape.channels,) if gated else ())
@@ -383,7 +384,7 @@ class GemmLayer:
 
     def first_chunks(self) -> list[tuple[int, int]]:
         """Output rows [a, b) of the first step's chunks, from its row tile's first row, where it streams
-        (`tiling.stream_rows`: the array starts on the first rows while the rest load); fewer than two: it
+        (`expected.stream_rows`: the array starts on the first rows while the rest load); fewer than two: it
         does not."""
         s, t = self.shape, self.tiling
         if self.packing or self.gate or self.split or min(t.images, self.source.batch) != 1:

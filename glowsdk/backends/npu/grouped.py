@@ -38,9 +38,10 @@ from ...errors import UnsupportedError
 from ...graph.node import Node
 from .epilogue import AddTensor, EpilogueOp, compact, vector_passes
 from .gemm import GemmLayer, Packing, Requant, prologue_loads
+from .step_cost import ConvShape, Pitches
 from .tensors import DramTensor
 from .tile_loads import Image
-from .tiling import ConvShape, Pitches, choose_grouped_tiling, packable
+from .tiling import choose_grouped_tiling, packable
 
 LAYER_OVERHEAD_CYCLES = 400
 """A layer's fixed cost: the closing barrier, the DRAM latency of its first loads, the last store."""

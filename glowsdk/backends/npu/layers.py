@@ -41,11 +41,11 @@ from .lut import lut_layer
 from .maxpool import separable
 from .shuffle import channel_shuffle
 from .tensors import DramPlanner, DramTensor, dense_strides, nhwc_strides
+from .step_cost import ConvShape
 from .support import product_form, quantized_form_ok, whole_image_window
 from .product import ProductLayer
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
 from .tile_loads import Image
-from .tiling import ConvShape
 from .vector import ElementwiseLayer, PoolLayer, check_requant
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 
 from .instructions import CONFIG_LOAD, CONFIG_PAD, LOAD, MATMUL, Op
 from .pipeline import Step
+from .step_cost import ConvShape
 from .tensors import DramTensor
-from .tiling import ConvShape
 
 
 @dataclass(frozen=True)

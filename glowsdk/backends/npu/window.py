@@ -24,7 +24,8 @@ from sim.timing import vector_cycles
 
 from ...errors import UnsupportedError
 from .instructions import CONFIG_POOL, POOL, VMAX, Op
-from .tiling import ConvShape, Tiling, array_cycles, choose_tiling
+from .step_cost import ConvShape
+from .tiling import Tiling, array_cycles, choose_tiling
 
 WINDOW_ARRAY_MARGIN = 1.05
 """The most array time a fused pool's tiles may add: a pool beside the convolution that does not hide costs its
