@@ -8,7 +8,7 @@ cover each path that stores through an epilogue: the depthwise rows (column stri
 epilogue over each block of rows, or over all planes where a block is short), the
 depthwise phase planes (stride 3), Winograd's output transform, the second phase of a GEMM
 shared by depth (1 to 3 threads), and the GEMM's tiles (an edge row tile and a masked column
-tail). The epilogue also adds a residual read at each element's position (a masked tail reads
+tail), each also with 2 or 3 images, grouped, and with 2 filters per depthwise channel. The epilogue also adds a residual read at each element's position (a masked tail reads
 only its lanes). The AVX2 code (8 lanes) is compiled in a child process.
 """
 from __future__ import annotations
@@ -37,6 +37,14 @@ CASES = [  # name, input shape, filters, group, kernel, stride, pads, threads, e
     ("split-depth-2", (1, 192, 10, 10), 45, 1, 1, 1, 0, 2, "pointwise"),
     ("split-depth-3", (1, 192, 10, 10), 45, 1, 1, 1, 0, 3, "pointwise"),
     ("im2col-edges", (1, 13, 11, 11), 13, 1, 3, 1, 1, 1, "im2col"),
+    # more than one image (the epilogue shifted to each image's C), a grouped convolution and a
+    # depthwise one with two filters per channel
+    ("depthwise-2-images", (2, 16, 13, 13), 16, 16, 3, 1, 1, 2, "depthwise"),
+    ("depthwise-multiplier-2", (1, 8, 15, 15), 16, 8, 3, 1, 1, 2, "depthwise"),
+    ("im2col-2-images", (2, 13, 11, 11), 13, 1, 3, 1, 1, 2, "im2col"),
+    ("grouped-2", (1, 16, 12, 12), 24, 2, 3, 1, 1, 2, "im2col"),
+    ("pointwise-3-images", (3, 40, 9, 9), 20, 1, 1, 1, 0, 2, "pointwise"),
+    ("split-depth-2-images", (2, 192, 10, 10), 45, 1, 1, 1, 0, 2, "pointwise"),
 ]
 
 

@@ -23,6 +23,10 @@ CASES = [  # name, input shape, squeezed channels, SiLU (else ReLU), biases
     ("two-images-edges", (2, 72, 5, 5), 18, True, True),
     ("wide-relu", (1, 200, 3, 3), 52, False, True),
     ("no-bias", (1, 24, 4, 4), 6, True, False),
+    # as many images as a full register tile's rows (6 or 8) and more: the full tile's own inline
+    # epilogue and its accumulators started from the bias, then an edge tile
+    ("nine-images", (9, 48, 3, 3), 12, True, True),
+    ("sixteen-images-relu", (16, 36, 2, 2), 20, False, True),
 ]
 
 
