@@ -36,10 +36,11 @@ from sim.timing import static_cycles
 from ...errors import UnsupportedError
 from .emitter import DONE
 from .gemm import GemmLayer
+from .handoff import HANDOFF
 from .layers import Layer
 from .lrn import LrnLayer
 from .maxpool import SeparableMaxPoolLayer, separable
-from .pipeline import PREFETCH
+from .pipeline import PREFETCH, STORED
 from .scratchpad import align
 
 Ranges = tuple[tuple[int, int], ...]
@@ -180,8 +181,9 @@ def _used(instructions: list[Instr]) -> set[int]:
 
 def _renumbered(instructions: list[Instr], host: list[Instr], config: ArchConfig) -> list[Instr] | None:
     """The rider's instructions on semaphores the host leaves free (DONE stays: the pair's barrier counts both
-    layers' last STOREs); None if there are too few."""
-    taken = _used(host) | {DONE, PREFETCH}
+    layers' last STOREs) and no layer signals across a barrier (PREFETCH, STORED, HANDOFF: the pair's
+    neighbours may use them whether or not the host does); None if there are too few."""
+    taken = _used(host) | {DONE, PREFETCH, STORED, HANDOFF}
     free = [s for s in range(config.semaphores) if s not in taken]
     wanted = sorted(_used(instructions) - {DONE})
     if len(wanted) > len(free):
