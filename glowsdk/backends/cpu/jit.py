@@ -120,6 +120,11 @@ def host_description() -> str:
     return f"{llvm.get_process_triple()} ({host_cpu()[0]})"
 
 
+def _invalid(complaint: object) -> UnsupportedError:
+    """The one-line error for a module LLVM cannot parse or verify: its first complaint."""
+    return UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(complaint).splitlines()[0]}")
+
+
 class _Locked:
     """The four calls a compile spends its time in, through llvmlite's public API (and so behind its
     lock: parts compiled at once take turns). What a compile uses when `_Unlocked` cannot be built."""
@@ -129,12 +134,12 @@ class _Locked:
         try:
             module = llvm.parse_assembly(text.decode(), context)
         except RuntimeError as err:
-            raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(err).splitlines()[0]}") from None
+            raise _invalid(err) from None
         try:
             module.verify()
         except RuntimeError as err:
             module.close()
-            raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(err).splitlines()[0]}") from None
+            raise _invalid(err) from None
         return module
 
     def optimise(self, module: llvm.ModuleRef, machine: llvm.TargetMachine) -> None:
@@ -188,11 +193,11 @@ class _Unlocked(_Locked):
             module = llvm.ModuleRef(self.functions["LLVMPY_ParseAssembly"](context, text, message), context)
             if message:
                 module.close()
-                raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(message).splitlines()[0]}")
+                raise _invalid(message)
         with ffi.OutputString() as message:
             if self.functions["LLVMPY_VerifyModule"](module, message):
                 module.close()
-                raise UnsupportedError(f"cpu backend generated invalid LLVM IR: {str(message).splitlines()[0]}")
+                raise _invalid(message)
         return module
 
     def _run_passes(self, manager: llvm.ModulePassManager, module: llvm.ModuleRef, builder: llvm.PassBuilder) -> None:
