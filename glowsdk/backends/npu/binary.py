@@ -23,6 +23,7 @@ from .handoff import can_hand_off, choose_slot, hand_off
 from .layernorm import LayerNormLayer, TransposeLayer
 from .globalpool import GlobalPoolLayer
 from .layers import CopyLayer, Layer, LayerBuilder
+from .operands_ahead import emit_operands_ahead, inserted_before_steps, plan_operand_prefetches
 from .overlap import RIDERS, Beside, Footprint, config_state, interleave, pair_layers
 from .pipeline import emit_layer
 from .prefetch import emit_ahead, emit_prefetch, plan_input_prefetches, plan_prefetches
@@ -33,8 +34,8 @@ from .vector import PoolLayer
 
 def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
                after: Any) -> list[tuple[int, int]]:
-    """Emit one layer's instructions (and the first weights of the layer `after` it where it prefetches them),
-    without its barrier; where each of its tiles and its tiles' vector work start (pipeline.emit_layer)."""
+    """Emit one layer's instructions (and the first weights, input rows and residual operands of the layer `after`
+    it where it prefetches them), without its barrier; where each of its tiles and its tiles' vector work start (pipeline.emit_layer)."""
     def base(tensor: DramTensor) -> int:
         return getattr(plan, tensor.region).base + tensor.offset
 
@@ -43,9 +44,17 @@ def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
         starts: list[int] = []
         marks = emit_layer(em, tiles, prologue, matmul_config, late_prologue=True,  # the bias and tables: REQUANT's
                            step_starts=starts)
-        if isinstance(after, GemmLayer) and (after.prefetched is not None or after.prefetched_input is not None):
-            for where, count in emit_ahead(em, body, tiles, starts, after, base, plan.constants.base, config):
-                marks = [tuple(i + count if i >= where else i for i in mark) for mark in marks]
+        if not isinstance(after, GemmLayer):
+            return marks
+        inserted = emit_ahead(em, body, tiles, starts, after, base, plan.constants.base, config) \
+            if after.prefetched is not None or after.prefetched_input is not None else []
+        if after.ahead_operands is not None:
+            before = inserted_before_steps(em.instructions, inserted, starts, config)
+            for where, count in inserted:
+                starts = [i + count if i >= where else i for i in starts]
+            inserted += emit_operands_ahead(em, body, tiles, starts, before, after, base, config)
+        for where, count in inserted:
+            marks = [tuple(i + count if i >= where else i for i in mark) for mark in marks]
         return marks
     if isinstance(body, DepthwiseLayer):
         prologue, tiles, matmul_config = body.tiles(base, plan.constants.base)
@@ -116,6 +125,7 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
         layers = pair_layers(layers, lambda layer: _footprint(layer, config, plan), config)
     plan_prefetches(layers, config)
     plan_input_prefetches(layers, config)
+    plan_operand_prefetches(layers, config)
     workloads = []
     for layer, after in zip(layers, [*layers[1:], None]):
         start = len(em.instructions)

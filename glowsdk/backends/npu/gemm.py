@@ -215,6 +215,9 @@ class GemmLayer:
     """avg: constants offset of the pixel count (one int32), repeated along an accumulator row by a zero stride"""
     prefetched: int | None = None
     """the scratchpad address of the first step's weight block when the layer before loads it (prefetch.py)"""
+    ahead_operands: tuple[int, int] | None = None
+    """(scratchpad address, tiles) of the residual operands of the first tiles when the layer before loads them
+    (operands_ahead.py): tile i's are at address + (i * adds + a) * `operand_bytes`, and it loads none"""
     prefetched_input: tuple[int, int] | None = None
     """(scratchpad address, transfers) of the first step's input rows when the layer before loads them (prefetch.py)"""
     gate: ChannelGate | None = None
@@ -561,13 +564,14 @@ class GemmLayer:
                             steps.append(Step(loads, [config, *products], matrix_wait=early, prepare=prepare,
                                               shared=shared))
                         g += 1
-                    residuals: list[Op] = []  # read by the vector engine only: the array does not wait for them
-                    for op in adds:
-                        x = op.operand
-                        residuals += [CONFIG_LOAD(row_stride=x.row_stride, plane_stride=0,
-                                                  col_stride=x.pixel_stride, elem_bytes=n),
-                                      load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + n0,
-                                           "spad", operands[id(op)][slot], images * (oy1 - oy0), s.out_width)]
+                    # read by the vector engine only: the array does not wait for them
+                    ahead = len(tiles) < self.ahead_operands[1] if self.ahead_operands else False
+                    if ahead:  # (the layer before loaded them)
+                        first = self.ahead_operands[0] + len(tiles) * len(adds) * out_bytes
+                        places = {id(op): first + a * out_bytes for a, op in enumerate(adds)}
+                    else:
+                        places = {id(op): operands[id(op)][slot] for op in adds}
+                    residuals = [] if ahead else self._residual_loads(base, b, images, oy0, oy1, n0, n, places)
                     r = self.result
                     if self.window:
                         running = gates + n0 * running_width(self.shape, self.split)
@@ -580,7 +584,7 @@ class GemmLayer:
                                                  s.stack_period() // s.stride[0] * s.out_width)
                     for op in rest:
                         vector += epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
-                                                  operands.get(id(op), [0, 0])[slot], luts)
+                                                  places.get(id(op), 0), luts)
                     if self.pool:  # the tile holds whole images: reduce each to one row, stored in its channels
                         each = pixels // images  # image i's row lands in image 0's pixels, which are pooled first
                         for i in range(images):
@@ -598,6 +602,44 @@ class GemmLayer:
                     # input's last reader
                     next(step for tile in reversed(tiles) for step in reversed(tile.steps)).releases = True
         return prologue, tiles, config
+
+    def _residual_loads(self, base: Callable[[DramTensor], int], b: int, images: int, oy0: int, oy1: int, n0: int,
+                        n: int, places: dict[int, int]) -> list[Op]:
+        """The loads of the residual operands of the tile of output rows [oy0, oy1) of images b.., channels
+        [n0, n0 + n), each epilogue addition's into the scratchpad at places[id(op)]."""
+        s, loads = self.tiled_shape(), []
+        for op in self.epilogue:
+            if isinstance(op, AddTensor):
+                x = op.operand
+                loads += [CONFIG_LOAD(row_stride=x.row_stride, plane_stride=0, col_stride=x.pixel_stride,
+                                      elem_bytes=n),
+                          load(base(x.tensor) + b * x.batch_stride + oy0 * x.row_stride + n0, "spad",
+                               places[id(op)], images * (oy1 - oy0), s.out_width)]
+        return loads
+
+    def operand_bytes(self) -> int:
+        """The scratchpad bytes of one residual operand of one tile (each of its slots)."""
+        s, t = self.tiled_shape(), self.tiling
+        return align(t.images * t.rows * s.out_width * t.n)
+
+    def tile_origins(self) -> list[tuple[int, int, int, int, int, int]]:
+        """(first image, images, first output row, end row, first output channel, channels) of each tile, in the
+        order `tiles` makes them."""
+        s, t = self.tiled_shape(), self.tiling
+        return [(b, min(t.images, self.source.batch - b), oy0, oy1, n0, min(t.n, s.out_channels - n0))
+                for b in range(0, self.source.batch, t.images) for oy0, oy1 in self.row_tiles()
+                for n0 in range(0, s.out_channels, t.n)]
+
+    def operands_ahead(self, base: Callable[[DramTensor], int], count: int) -> list[list[Op]]:
+        """The residual operand loads of the first `count` tiles into the region of `ahead_operands`, one list
+        per tile: what the layer before issues (operands_ahead.py)."""
+        adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
+        size, pieces = self.operand_bytes(), []
+        for i, (b, images, oy0, oy1, n0, n) in enumerate(self.tile_origins()[:count]):
+            first = self.ahead_operands[0] + i * len(adds) * size
+            pieces.append(self._residual_loads(base, b, images, oy0, oy1, n0, n,
+                                               {id(op): first + a * size for a, op in enumerate(adds)}))
+        return pieces
 
     def _first_chunk_again(self, sram: int, dram: int) -> list[Op]:
         """The loads of the input rows of a streamed first step's first chunk that the chunk after does not load

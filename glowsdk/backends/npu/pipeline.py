@@ -76,7 +76,8 @@ class Tile:
     stores: list[Op] = field(default_factory=list)
     operands: list[Op] = field(default_factory=list)
     """loads only the vector work reads (an epilogue's residual tile): issued after the tile's steps, so the
-    array starts without them and the load engine waits for their buffer's last reader only then"""
+    array starts without them and the load engine waits for their buffer's last reader only then; a tile whose
+    operands the layer before loaded (operands_ahead.py) has none, and its slot is neither waited for nor freed"""
 
 
 def _is_dma(op: Op) -> bool:
@@ -215,7 +216,8 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
             em.emit(matmul_config, Sync(signal=COMPUTED + slot, signal_count=1))
         if ahead and t + 1 < len(tiles):
             emit_steps(t + 1)
-        operands = _signal_each(em, tile.operands, OPERAND + slot, (OPFREE + slot, 1) if t >= 2 else None)
+        operands = _signal_each(em, tile.operands, OPERAND + slot,
+                                (OPFREE + slot, 1) if t >= 2 and tiles[t - 2].operands else None)
         mids.append(len(em.instructions))
         reduced = any(step.vector for step in tile.steps)  # the vector engine has already waited for the loads
         if tile.vector:
@@ -228,7 +230,7 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
             _emit(em, tile.vector, ready_wait, done, pick=lambda op: not op.is_config)
             if later and not reduced:
                 em.emit(CLAMP_RESET, Sync(signal=(ACCFREE if gemm else VFREE) + slot, signal_count=1))
-            if later and operands:
+            if later and operands and tiles[t + 2].operands:
                 em.emit(CLAMP_RESET, Sync(signal=OPFREE + slot, signal_count=1))
             store_wait = (READY + slot, 1)
         else:
