@@ -44,9 +44,10 @@ def test_a_pool_branch_runs_beside_the_3x3_convolution_bit_exact(config):
 @pytest.mark.parametrize("config", ["edge", "default"])
 def test_a_pool_follows_the_stores_of_the_convolution_it_reads_bit_exact(config):
     # the pool reads the convolution's result, and the next convolution reads the pool's: it can run only beside
-    # its producer, each of its tiles waiting for the producer's tiles that store the rows it reads
-    # (padded: the convolution does an unpadded 3x3 stride-2 max pool itself, gemm.GemmLayer.window)
-    b = NetBuilder((1, 8, 20, 20))
+    # its producer, each of its tiles waiting for the producer's tiles that store the rows it reads (its windows
+    # read the padding below and on the right of an odd-sized image: the convolution cannot pool its tiles itself,
+    # gemm.GemmLayer.window)
+    b = NetBuilder((1, 8, 21, 21))
     pooled = b.node("MaxPool", [b.conv("x", 8, 32)], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     npu = assert_bit_exact(b.network(b.conv(pooled, 32, 8, 1, 0, relu=False)), config=config)
     pairs = [layer for layer in npu.compiled.layers if isinstance(layer.body, Beside)]

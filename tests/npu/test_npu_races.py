@@ -22,8 +22,9 @@ TIMINGS = [pytest.param(False, id="dram"), pytest.param(True, id="ideal-dram")]
 
 
 def pool_net(pads: int = 1):
-    """A conv into a 3x3 stride-2 max pool tiled over rows on edge, the first tile padded at the top."""
-    b = NetBuilder((1, 8, 96, 96))
+    """A conv into a 3x3 stride-2 max pool tiled over rows on edge, the first tile padded at the top (an odd size:
+    padded, its last windows read the padding below, so it is a layer of its own, not the convolution's tiles')."""
+    b = NetBuilder((1, 8, 95, 95))
     out = b.node("MaxPool", [b.conv("x", 8, 32)], kernel_shape=[3, 3], strides=[2, 2], pads=[pads] * 4)
     return b.network(b.conv(out, 32, 16, 1, 0, relu=False))
 

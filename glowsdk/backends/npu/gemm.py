@@ -41,7 +41,7 @@ from .step_cost import ConvShape, Pitches, row_tile_sizes, stacked_rows, step_ar
 from .tensors import DramTensor
 from .tile_loads import Image, config_load, input_loads, load, stacked_loads, streamed_step
 from .tiling import Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling, choose_tiling
-from .window import pool_across, running_width, split_shape, tile_maxima, window_tiling
+from .window import pool_across, pooled_size, running_width, split_shape, tile_maxima, window_tiling
 
 
 @dataclass(frozen=True)
@@ -172,12 +172,13 @@ def whole_image_fits(shape: ConvShape, config: ArchConfig, per_channel: bool,
     return True
 
 
-def window_plan(shape: ConvShape, config: ArchConfig, per_channel: bool, epilogue: Sequence[EpilogueOp]
-                ) -> tuple[Tiling, bool] | None:
-    """`window.window_tiling` for a layer of this requantization and epilogue (None: its tiles cannot pool)."""
+def window_plan(shape: ConvShape, config: ArchConfig, per_channel: bool, epilogue: Sequence[EpilogueOp],
+                pad: int = 0) -> tuple[Tiling, bool] | None:
+    """`window.window_tiling` for a layer of this requantization and epilogue and a pool padded by `pad` (None: its
+    tiles cannot pool)."""
     epilogue = compact(epilogue)
     return window_tiling(shape, config, _reserved_spad(shape, per_channel, epilogue), vector_passes(epilogue),
-                         prologue_loads(shape, per_channel, epilogue))
+                         prologue_loads(shape, per_channel, epilogue), pad)
 
 
 @dataclass
@@ -209,8 +210,10 @@ class GemmLayer:
     """"avg" or "max": a pool over the whole image of the result, its only reader, done by the tiles (each holds
     every row of its channels, `whole_image_pool`), so the layer writes the pooled row"""
     window: bool = False
-    """a 3x3 stride-2 unpadded max pool of the result (its only reader) done by the tiles (window.py), so the layer
-    writes the pooled image and the full one never reaches DRAM"""
+    """a 3x3 stride-2 max pool of the result (its only reader) done by the tiles (window.py), so the layer writes
+    the pooled image and the full one never reaches DRAM"""
+    window_pad: int = 0
+    """with `window`: the pool's padding on top and on the left (0 or 1; none is read below or on the right)"""
     divisor: int = 0
     """avg: constants offset of the pixel count (one int32), repeated along an accumulator row by a zero stride"""
     prefetched: int | None = None
@@ -234,13 +237,15 @@ class GemmLayer:
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
              bias: np.ndarray, requant: Requant, x_zero: int, add_constant: Callable[[bytes], int],
              epilogue: tuple[EpilogueOp, ...] = (), groups: int = 1, diagonal: bool = False,
-             pool: str | None = None, gate: ChannelGate | None = None, window: bool = False) -> GemmLayer:
+             pool: str | None = None, gate: ChannelGate | None = None, window: bool = False, window_pad: int = 0
+             ) -> GemmLayer:
         """Choose the tiling and place the pre-tiled weights, the bias and the table in the constants. With
         `diagonal`, `filters` is the block diagonal of `groups` groups in their order: the tiles follow the
         groups and the blocks off the diagonal are no step (tiling.choose_grouped_tiling). With `pool`, the
         result is pooled over the whole image ("avg" or "max"; UnsupportedError if no tile holds a whole image).
         With `gate`, the input is gated as it is loaded (the shape must be `gateable`). With `window`, the result
-        is max pooled 3x3 with stride 2 (UnsupportedError if `window_plan` finds no tiling)."""
+        is max pooled 3x3 with stride 2, padded by `window_pad` on top and on the left (UnsupportedError if
+        `window_plan` finds no tiling)."""
         if gate is not None and (diagonal or not gateable(shape, source.batch)):
             raise AssertionError("a channel gate on the input of a layer whose input tiles are not its pixels")
         read = source.batch * shape.height * shape.width * shape.channels
@@ -260,7 +265,7 @@ class GemmLayer:
             tiling = choose_grouped_tiling(shape, groups, config, reserved, adds, vector_passes(epilogue), pitches,
                                            prologue_loads(shape, requant.per_channel, epilogue))
         elif window:
-            chosen = window_plan(shape, config, requant.per_channel, epilogue)
+            chosen = window_plan(shape, config, requant.per_channel, epilogue, window_pad)
             if chosen is None:
                 raise UnsupportedError("no two-row tile of the convolution fits beside the pool's running maximum")
             tiling, split = chosen
@@ -282,7 +287,8 @@ class GemmLayer:
         return GemmLayer(shape, tiling, source, result, weights, add_constant(folded.astype("<i4").tobytes()),
                          add_constant(requant.table()) if table_bytes else 0, requant, x_zero, config, epilogue,
                          groups=groups, luts=tuple(add_constant(t.table) for t in tables(epilogue)), input_bytes=read,
-                         pool=pool, divisor=divisor, gate=gate, window=window, split=split)
+                         pool=pool, divisor=divisor, gate=gate, window=window, split=split,
+                         window_pad=window_pad)
 
     @staticmethod
     def packed_tiling(shape: ConvShape, config: ArchConfig, source: Image, result: Image, requant: Requant,
@@ -332,7 +338,9 @@ class GemmLayer:
     def result_pixels(self) -> int:
         """An image's pixels in the result: the pooled ones with a `window` pool."""
         s = self.shape
-        return (s.out_height - 1) // 2 * ((s.out_width - 1) // 2) if self.window else s.out_height * s.out_width
+        pad = self.window_pad
+        return pooled_size(s.out_height, pad) * pooled_size(s.out_width, pad) if self.window else \
+            s.out_height * s.out_width
 
     def tiled_shape(self) -> ConvShape:
         """The geometry the tiles compute: the layer's, or with `split` its even number of columns."""
@@ -379,7 +387,12 @@ class GemmLayer:
         s, t = self.shape, self.tiling
         operands = any(isinstance(op, AddTensor) for op in self.epilogue)  # more loads to a DRAM-bound layer
         halve = len(self.weights) == 1 and t.c >= s.channels and not self.pool and not self.window and not operands
-        sizes = row_tile_sizes(s, t.rows, t.n, self.config, self.packing.groups if self.packing else 1, halve)
+        if self.window_pad and t.rows < s.out_height:  # tiles end on an even virtual row (window.tile_maxima):
+            # the first has one row less
+            sizes = [t.rows - 1, *row_tile_sizes(replace(s, out_height=s.out_height - t.rows + 1), t.rows, t.n,
+                                                 self.config)]
+        else:
+            sizes = row_tile_sizes(s, t.rows, t.n, self.config, self.packing.groups if self.packing else 1, halve)
         bounds = [0]
         for size in sizes:
             bounds.append(bounds[-1] + size)
@@ -664,7 +677,8 @@ class GemmLayer:
         an epilogue of clamps and int8 rescales by a non-negative multiplier, `monotone`, which commute with a
         maximum too), then unless split the pool across. A tile that completes no window stores nothing."""
         s, r = self.tiled_shape(), self.result
-        maxima = tile_maxima(s, self.split, oy0, oy1, n, acc, running)
+        pad = self.window_pad
+        maxima = tile_maxima(s, self.split, oy0, oy1, n, acc, running, pad)
         vector, rest = list(maxima.down), ()
         if maxima.pooled:
             requant, rest = requant_specs(self._config_requant(n0, bias_row + n0), out, maxima.rows,
@@ -676,11 +690,11 @@ class GemmLayer:
         if not maxima.pooled:
             return vector, []
         if not self.split:
-            vector += pool_across(out, maxima.pooled, s.out_width, n)
+            vector += pool_across(out, maxima.pooled, s.out_width, n, pad)
             out += maxima.pooled * s.out_width * n
         stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride, elem_bytes=n),
-                  STORE(dram=result + (oy0 // 2 - int(bool(oy0))) * r.row_stride + n0, space="spad",
-                        sram=out, planes=1, rows=maxima.pooled, cols=(s.out_width - 1) // 2)]
+                  STORE(dram=result + maxima.row * r.row_stride + n0, space="spad", sram=out, planes=1,
+                        rows=maxima.pooled, cols=pooled_size(s.out_width, pad))]
         return vector, stores
 
     def _config_requant(self, n0: int, bias: int) -> Op:

@@ -47,6 +47,7 @@ from .product import ProductLayer
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
 from .tile_loads import Image
 from .vector import ElementwiseLayer, PoolLayer, check_requant
+from .window import pooled_size
 
 
 @dataclass
@@ -214,7 +215,6 @@ class LayerBuilder:
         x = self.laid_out(node.input, nhwc=True) if gate is None else gate.source
         epilogue, end = self._epilogue(rescale.result())
         order, end = self._shuffled(end, epilogue)
-        n = node.input.type.shape[0]
         oc = node.type.shape[1]
         shape = _conv_shape(node)
         pool = self._whole_image_pool(end) if order is None else None
@@ -234,7 +234,8 @@ class LayerBuilder:
         if window is not None:  # the tiles pool the result as they make it (gemm.GemmLayer._window_pool)
             self.fused.add(id(window))
             self.values[window.result()] = out = self._image_out(window.result())
-            self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), window=True)
+            self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), window=True,
+                       window_pad=window.pads[0])
             return
         if joined is not None:  # each part of the Concat pools its own channels (the pool is per channel)
             concat, window = joined
@@ -243,7 +244,8 @@ class LayerBuilder:
                 self.values[window.result()] = self._image_out(window.result())
             start = sum(v.type.shape[1] for v in concat.inputs[:list(concat.inputs).index(end)])
             out = self.values[window.result()].sliced(1, start, oc, name=end.name)
-            self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), window=True)
+            self._gemm(node, shape, Image.of(x), Image.of(out), filters, bias, rescale, tuple(epilogue), window=True,
+                       window_pad=window.pads[0])
             return
         out = self._new(end, nhwc=True) if pool is not None else self._image_out(end)
         self.values[end] = out
@@ -296,16 +298,17 @@ class LayerBuilder:
         return self._window_fits(conv, epilogue)
 
     def _window_pool(self, value: NodeValue) -> Node | None:
-        """The 3x3 stride-2 unpadded max pool (keeping the type, ending on the image's last row and column) that is
-        `value`'s only reader."""
+        """The 3x3 stride-2 max pool (keeping the type) that is `value`'s only reader, unpadded or padded by one row
+        on top and one column on the left (its padding below and on the right, if any, read by no window)."""
         if len(value.node.users) != 1:
             return None
         user = next(iter(value.node.users))
         if user.kind != "MaxPool" or tuple(user.kernel) != (3, 3) or tuple(user.strides) != (2, 2) \
-                or any(user.pads) or any(d != 1 for d in user.dilations):
+                or any(d != 1 for d in user.dilations) or user.pads[0] != user.pads[1] or user.pads[0] > 1:
             return None
         h, w = value.type.shape[2:]
-        if tuple(user.type.shape[2:]) != ((h - 1) // 2, (w - 1) // 2):
+        pad = user.pads[0]
+        if tuple(user.type.shape[2:]) != (pooled_size(h, pad), pooled_size(w, pad)):
             return None
         return user if (_scale(user.result()), _zero(user.result())) == (_scale(value), _zero(value)) else None
 
@@ -398,15 +401,17 @@ class LayerBuilder:
 
     def _gemm(self, node: Node, shape: ConvShape, x: Image, out: Image, filters: np.ndarray, bias: np.ndarray,
               rescale: Node, epilogue: tuple[EpilogueOp, ...] = (), order: np.ndarray | None = None,
-              pool: str | None = None, gate: ChannelGate | None = None, window: bool = False) -> None:
+              pool: str | None = None, gate: ChannelGate | None = None, window: bool = False,
+              window_pad: int = 0) -> None:
         """One convolution/matrix layer; `order` permutes its output channels (a channel shuffle), `pool` ("avg",
         "max") pools its result over the whole image, `gate` scales its input's channels as it is loaded, `window`
-        max pools it 3x3 with stride 2."""
+        max pools it 3x3 with stride 2 (padded by `window_pad` on top and on the left)."""
         requant = requant_params(rescale.input, rescale.result(), shape.out_channels, f"'{rescale.name}'")
         if order is not None:
             filters, bias, requant = filters[order], bias[order], requant.take(order)
         layer = GemmLayer.plan(shape, self.config, x, out, filters, bias, requant, _zero(node.inputs[0]),
-                               self.add_constant, epilogue, pool=pool, gate=gate, window=window)
+                               self.add_constant, epilogue, pool=pool, gate=gate, window=window,
+                               window_pad=window_pad)
         self.layers.append(Layer(node.name, node.kind, layer))
 
     def _grouped_conv(self, node: Node) -> None:

@@ -58,15 +58,15 @@ def vector_steps(shape: ConvShape, split: bool, config: ArchConfig) -> int:
     return vector_cycles(work * shape.out_channels, config)
 
 
-def window_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, passes: int, tables: tuple[int, ...] = ()
-                  ) -> tuple[Tiling, bool] | None:
+def window_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, passes: int, tables: tuple[int, ...] = (),
+                  pad: int = 0) -> tuple[Tiling, bool] | None:
     """The tiling of a layer of `shape` whose tiles pool its result (`reserved_spad` bytes of tables below them,
     `passes` vector passes of its requantization and epilogue) and whether it is split: pairs of output rows
     each, beside the running maximum, split only where the vector engine is the busier unsplit and the split is
     estimated faster. None if none fits, or if its array takes more than `WINDOW_ARRAY_MARGIN` longer than the
     unpooled layer's would (smaller tiles fill and drain the array more often): a pool beside an array-bound
     convolution hides under it (overlap.py), whereas fusing it costs array time. `tables`: as
-    tiling.choose_tiling's."""
+    tiling.choose_tiling's; a pool padded by `pad` on top and left is not split (POOL pads the columns)."""
     try:  # (the most rows that fit each: the margin weighs what the pool adds, not a choice of fewer rows)
         tiling = choose_tiling(shape, config, reserved_spad, vector_passes=passes + 2,
                                reserved_acc=running_width(shape, False) * shape.out_channels, row_multiple=2,
@@ -77,6 +77,8 @@ def window_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, pass
     plain = array_cycles(shape, tiling, config)
     if plain > WINDOW_ARRAY_MARGIN * array_cycles(shape, alone, config):
         return None
+    if pad:
+        return tiling, False
     wide = split_shape(shape)
     try:  # the maxima across are one pass over a tile (two over its halves); the rest runs on a quarter of it
         halves = choose_tiling(wide, config, reserved_spad, vector_passes=passes,
@@ -98,6 +100,8 @@ class TileMaxima:
     down: list[Op]
     pooled: int
     """pooled rows the tile completes (0: it stores nothing)"""
+    row: int
+    """the first of them, in the pooled image"""
     rows: int
     """accumulator address of the completed pooled rows, one after another"""
     pixels: int
@@ -106,13 +110,20 @@ class TileMaxima:
     """the running maximum for the next tile (its rows are read after the requantization)"""
 
 
-def tile_maxima(shape: ConvShape, split: bool, oy0: int, oy1: int, n: int, acc: int, running: int) -> TileMaxima:
+def tile_maxima(shape: ConvShape, split: bool, oy0: int, oy1: int, n: int, acc: int, running: int, pad: int = 0
+                ) -> TileMaxima:
     """The maxima of the tile of output rows [oy0, oy1) and `n` channels at `acc` (laid out by `split_shape` when
-    split), `running` its channels' running maximum. The windows wholly in the tile (rows 2k, 2k + 1, 2k + 2) are
-    maxed into pooled rows one after another from the tile's first row (pooled row 1 + k overwrites no row a later
-    window reads: they start at row 2k + 2), then the window from the tile before into pooled row 0 (the tile's
-    row 0 is read by no other); alone, it stays at `running`, so that the tile's rows stay for the next."""
-    rows, across = oy1 - oy0, (shape.out_width - 1) // 2
+    split), `running` its channels' running maximum, under a pool padded by `pad` rows on top (0 or 1). A padded
+    pool is the unpadded one over the rows with row 0 repeated on top (a repeated row leaves a maximum as the
+    padding does): virtual row v is output row v - pad, and row 0 for v = 0. The windows wholly in the tile
+    (virtual rows 2k, 2k + 1, 2k + 2 from its first) are maxed into pooled rows one after another from the tile's
+    first row (pooled row 1 + k overwrites no row a later window reads: they start at row 2k + 2), then the window
+    from the tile before into pooled row 0 (the tile's row 0 is read by no other); alone, it stays at `running`, so
+    that the tile's rows stay for the next."""
+    if split and pad:
+        raise AssertionError("a padded window pool is not split")
+    v0, v1 = (oy0 + pad if oy0 else 0), oy1 + pad
+    rows, across = v1 - v0, (shape.out_width - 1) // 2
     inner = (rows - 1) // 2
     down: list[Op] = []
     if split:  # each row's even columns, then (a block later) its odd ones: odd column j takes 2j, 2j + 1, 2j + 2
@@ -125,23 +136,32 @@ def tile_maxima(shape: ConvShape, split: bool, oy0: int, oy1: int, n: int, acc: 
     else:
         base, pitch, width, pixels = acc, shape.out_width * n, shape.out_width * n, shape.out_width
 
+    def row(j: int) -> int:
+        """The address of the tile's virtual row v0 + j (the repeated row 0 is row 0's)."""
+        return base + max(v0 + j - pad - oy0, 0) * pitch
+
     def vmax(dst: int, src1: int, src2: int) -> Op:
         return VMAX(dst_space="acc", dst=dst, src1_space="acc", src1=src1, src2_space="acc", src2=src2, rows=1,
                     cols=width, bcast=0)
-    top = int(bool(oy0))
+    top = int(bool(v0))
     for k in range(inner):
         at = base + (top + k) * width
-        down += [vmax(at, base + 2 * k * pitch, base + (2 * k + 1) * pitch), vmax(at, at, base + (2 * k + 2) * pitch)]
-    first = base if inner or not oy0 else running
-    if oy0:
+        down += [vmax(at, row(2 * k), row(2 * k + 1)), vmax(at, at, row(2 * k + 2))]
+    first = base if inner or not v0 else running
+    if v0:
         down.append(vmax(first, running, base))
-    keep = [vmax(running, base + (rows - 2) * pitch, base + (rows - 1) * pitch)] \
-        if rows % 2 == 0 and oy1 < shape.out_height else []
-    return TileMaxima(down, top + inner, first, pixels, keep)
+    keep = [vmax(running, row(rows - 2), row(rows - 1))] if rows % 2 == 0 and oy1 < shape.out_height else []
+    return TileMaxima(down, top + inner, v0 // 2 - top, first, pixels, keep)
 
 
-def pool_across(out: int, pooled: int, width: int, n: int) -> list[Op]:
-    """POOL of `pooled` requantized rows of `width` pixels at `out` across (1x3, stride 2), into the rows after."""
-    return [CONFIG_POOL(kh=1, kw=3, stride_h=1, stride_w=2, pad_top=0, pad_bottom=0, pad_left=0, pad_right=0,
+def pool_across(out: int, pooled: int, width: int, n: int, pad: int = 0) -> list[Op]:
+    """POOL of `pooled` requantized rows of `width` pixels at `out` across (1x3, stride 2, `pad` columns of
+    padding on the left), into the rows after."""
+    return [CONFIG_POOL(kh=1, kw=3, stride_h=1, stride_w=2, pad_top=0, pad_bottom=0, pad_left=pad, pad_right=0,
                         count_pad=0, pad_value=0),
             POOL(op="max", dst=out + pooled * width * n, src=out, height=pooled, width=width, channels=n)]
+
+
+def pooled_size(size: int, pad: int) -> int:
+    """Pooled rows (or columns) of `size` under the 3x3 stride-2 window padded by `pad` before (none after)."""
+    return (size + pad - 3) // 2 + 1
