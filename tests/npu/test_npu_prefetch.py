@@ -126,3 +126,24 @@ def test_prefetches_with_no_room_go_before_the_last_residual_operand_where_the_n
                    and i.signal_sem == PREFETCH]
         orders.append(fetches[-1] < operands[-1])
     assert orders == [first]
+
+
+@pytest.mark.parametrize("size,pads", [(80, [1, 1, 1, 1]), (82, [0, 0, 0, 0])])
+def test_a_convolution_that_max_pools_its_tiles_loads_the_next_layers_first_rows_once_it_stored_them(size, pads):
+    """A convolution whose tiles max pool their rows (window.py, ResNet's padded stem pool and SqueezeNet's unpadded
+    one) stores pooled rows: those its tiles complete before the last row tile (`GemmLayer.stored_early`) are in
+    DRAM while that tile computes, so it loads the next layer's first input rows after the STORE of the last of
+    them; bit-exact in checked mode."""
+    b = NetBuilder((1, 3, size, size))
+    pooled = b.node("MaxPool", [b.conv("x", 3, 24, 7, 3, 2)], kernel_shape=[3, 3], strides=[2, 2], pads=pads)
+    network = b.network(b.conv(b.conv(pooled, 24, 32, 1, 0), 32, 8, 1, 0, relu=False))
+    npu = assert_bit_exact(network, config="edge")
+    stem, after = (layer.body for layer in npu.compiled.layers[:2])
+    assert stem.window and stem.window_pad == pads[0] and len(stem.row_tiles()) > 2
+    assert after.prefetched_input is not None and after.row_tiles()[0][1] <= stem.stored_early()
+    first = npu.compiled.binary.debug[0]
+    program = npu.compiled.binary.instructions[first.start:first.stop]
+    [load] = [i for i in program if i.mnemonic == "LOAD" and i.wait_count and i.wait_sem == STORED]
+    [signal] = [k for k, i in enumerate(program) if i.signal_count and i.signal_sem == STORED]
+    assert load.sram == after.prefetched_input[0] and program[signal - 1].mnemonic == "STORE"
+    assert any(i.mnemonic == "STORE" for i in program[signal + 1:])  # a tile before the last stored them

@@ -398,6 +398,12 @@ class GemmLayer:
             bounds.append(bounds[-1] + size)
         return list(zip(bounds, bounds[1:]))
 
+    def stored_early(self) -> int:
+        """The result rows (of each image) the tiles store before the last row tile: its first row, or with a
+        `window` pool the first pooled row the last tile completes (window.tile_maxima)."""
+        last = self.row_tiles()[-1][0]
+        return (last + self.window_pad) // 2 - 1 if self.window else last
+
     def first_chunks(self) -> list[tuple[int, int]]:
         """Output rows [a, b) of the first step's chunks, from its row tile's first row, where it streams
         (`expected.stream_rows`: the array starts on the first rows while the rest load); fewer than two: it

@@ -118,7 +118,7 @@ def _stored_early(prev: GemmLayer, body: GemmLayer) -> bool:
             or body.tiling.images != 1:
         return False
     earlier = not _overlaps(prev.result.tensor, body.source.tensor)  # written before the layer before began
-    if not earlier and (prev.pool or prev.window or prev.tiling.images != 1 or len(prev.row_tiles()) < 2
+    if not earlier and (prev.pool or prev.tiling.images != 1 or len(prev.row_tiles()) < 2
                         or prev.result.tensor is not body.source.tensor):
         return False
     s, src, r, t = body.shape, body.source, prev.result, body.tiling
@@ -134,7 +134,7 @@ def _stored_early(prev: GemmLayer, body: GemmLayer) -> bool:
         return True
     last_row = min(first + s.in_rows(oy1 - oy0) - 1, s.height - 1)
     end = last_row * src.row_stride + (s.width - 1) * src.pixel_stride + min(t.c, s.channels)
-    return end <= (prev.source.batch - 1) * r.batch_stride + prev.row_tiles()[-1][0] * r.row_stride
+    return end <= (prev.source.batch - 1) * r.batch_stride + prev.stored_early() * r.row_stride
 
 
 def _overlaps(a: DramTensor, b: DramTensor) -> bool:
