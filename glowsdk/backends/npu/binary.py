@@ -19,7 +19,8 @@ from .depthwise import DepthwiseLayer
 from .dma import copy_tiles, transfers
 from .emitter import Emitter
 from .gemm import GemmLayer
-from .handoff import can_hand_off, choose_slot, hand_off
+from .accplace import place
+from .handoff import can_hand_off, hand_off
 from .layernorm import LayerNormLayer, TransposeLayer
 from .globalpool import GlobalPoolLayer
 from .layers import CopyLayer, Layer, LayerBuilder
@@ -130,7 +131,7 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
     for layer, after in zip(layers, [*layers[1:], None]):
         start = len(em.instructions)
         handed = can_hand_off(layer.body, config)  # its first product runs while the layer before drains
-        waited = choose_slot(em, layer.body, config) if handed else None
+        waited = place(em, layer.body, config) if handed else None
         workloads.append(_emit(em, layer, config, plan, after.body if after else None))
         if handed:
             hand_off(em, start, layer.body, waited, config)

@@ -226,7 +226,12 @@ class GemmLayer:
     gate: ChannelGate | None = None
     """the per-channel gate each input tile is scaled by as it is loaded"""
     swapped: bool = False
-    """the first tile's accumulator rows are the second slot's (handoff.py: clear of the layer before's last tile)"""
+    """the first tile's accumulator rows are the second slot's (accplace.py: clear of the layer before's last tile)"""
+    acc_base: int = 0
+    """the accumulator word the layer's layout (`acc_span`) starts at (accplace.py: a handed-off first product
+    clear of what the layer before still reads)"""
+    bias_last: bool = False
+    """the layout's bias row after its two tile slots, not before them (accplace.py)"""
     packing: Packing | None = None
     """a grouped convolution run by GMATMUL (`plan_packed`)"""
     split: bool = False
@@ -353,11 +358,15 @@ class GemmLayer:
             self.tiling.spad_bytes(s)
 
     def acc_end(self) -> int:
-        """The end of the accumulator the layer's tiles use: the bias row, two tiles, an average's divisor row, a
-        channel gate's two rows, a window pool's running maximum."""
+        """The end of the accumulator the layer's tiles use (`acc_span` from `acc_base`)."""
+        return self.acc_base + self.acc_span()
+
+    def acc_span(self) -> int:
+        """The accumulator words of the layer's layout: the bias row and two tile slots (in either order,
+        `bias_last`), an average's divisor row, a channel gate's two rows, a window pool's running maximum."""
         s, t = self.tiled_shape(), self.tiling
         running = running_width(self.shape, self.split) * s.out_channels if self.window else 0
-        return s.out_channels + 2 * t.rows * s.out_width * t.n + (t.n if self.pool == "avg" else 0) + \
+        return s.out_channels + 2 * self.acc_slot() + (t.n if self.pool == "avg" else 0) + \
             (2 * s.channels if self.gate else 0) + running
 
     def acc_slot(self) -> int:
@@ -367,10 +376,16 @@ class GemmLayer:
 
     def first_product(self) -> tuple[int, int]:
         """[start, stop): the accumulator words the first step's product writes (its first chunk's where it streams,
-        `_first_rows`), in the first slot as if not `swapped`: what a hand-off's handshake guards (handoff.py)."""
+        `_first_rows`), in the layer's layout (`acc_base`, `bias_last`) and slot (`swapped`): what a hand-off's
+        handshake guards (handoff.py)."""
         s, t = self.shape, self.tiling
         oy0, oy1 = self._first_rows()
-        return s.out_channels, s.out_channels + (oy1 - oy0) * s.out_width * min(t.n, s.out_channels)
+        start = self._slots() + (self.acc_slot() if self.swapped else 0)
+        return start, start + (oy1 - oy0) * s.out_width * min(t.n, s.out_channels)
+
+    def _slots(self) -> int:
+        """The accumulator word of the first of the two tile slots."""
+        return self.acc_base + (0 if self.bias_last else self.tiled_shape().out_channels)
 
     def steps(self) -> int:
         """How many steps (loads, then matrix work) the layer's tiles make."""
@@ -476,10 +491,11 @@ class GemmLayer:
         stationary = t.c >= s.channels
         several = stationary and s.out_channels > t.n
         streamed = self.prefetched_input is not None and self.rereads_first_chunk()
-        # every output channel's bias first, loaded once (no tile's load waits for the vector engine), and low in
-        # the accumulator: REQUANT addresses it in 19 bits, and an accumulator may hold 2^20 words
-        bias_row = 0
-        accs = [s.out_channels, s.out_channels + acc_tile][::-1 if self.swapped else 1]
+        # every output channel's bias first, loaded once (no tile's load waits for the vector engine), at the
+        # layout's base: low in the accumulator (REQUANT addresses it in 19 bits, and an accumulator may hold 2^20
+        # words), or where accplace.py moves the layout
+        bias_row = self.acc_base + (2 * acc_tile if self.bias_last else 0)
+        accs = [self._slots(), self._slots() + acc_tile][::-1 if self.swapped else 1]
         adds = [op for op in self.epilogue if isinstance(op, AddTensor)]
         extra_base = outputs[1] + out_bytes
         operands = {id(op): [extra_base + (2 * a + k) * out_bytes for k in (0, 1)] for a, op in enumerate(adds)}
@@ -490,7 +506,7 @@ class GemmLayer:
             prologue += [config_load(0, 0, len(lut.table)), load(constants + offset, "spad", luts[id(lut)], 1, 1)]
         prologue += [config_load(0, 0, 4 * s.out_channels),
                      load(constants + self.bias, "acc", bias_row, 1, 1)]
-        divisor_row = s.out_channels + 2 * acc_tile
+        divisor_row = self.acc_base + s.out_channels + 2 * acc_tile
         if self.pool == "avg":  # the pixel count in every column of a tile's channels, after the two tiles
             prologue += [config_load(0, 0, 4), load(constants + self.divisor, "acc", divisor_row, 1, t.n)]
         gates = divisor_row + (t.n if self.pool == "avg" else 0)  # a channel gate's rows: g, then -z_x * g

@@ -5,9 +5,10 @@ after it does the next layer's first MATMUL start. Where the layer before loaded
 operands, its weight block and its input rows (prefetch.py: each signals PREFETCH), the product reads nothing
 the barrier orders: it is moved in front of the barrier, so the array computes it while the layer before's last
 tiles are requantized and stored. What it writes, accumulator rows of its tile, the layer before may still read
-(its tiles' rows and its bias row lie at the same addresses): a configuration op of the vector engine right after
-the last of the layer before's instructions touching those rows (all of them vector work, or the array's, which
-runs in order) signals HANDOFF, and a restated CONFIG_MATMUL waits for it before the product.
+(its tiles' rows and its bias row may lie at the same addresses; accplace.py places them where it reads them
+least late): a configuration op of the vector engine right after the last of the layer before's instructions
+touching those rows (all of them vector work, or the array's, which runs in order) signals HANDOFF, and a
+restated CONFIG_MATMUL waits for it before the product.
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from dataclasses import replace
 
 from isa.config import ArchConfig
 from isa.program import extents, with_registers
-from isa.schema import Engine
 
 from .emitter import Emitter, Sync
 from .gemm import GemmLayer
@@ -31,19 +31,6 @@ def can_hand_off(body: object, config: ArchConfig) -> bool:
     input rows), so that it may run before the barrier."""
     return isinstance(body, GemmLayer) and body.prefetched is not None and body.prefetched_input is not None \
         and config.semaphores > HANDOFF
-
-
-def choose_slot(em: Emitter, body: GemmLayer, config: ArchConfig) -> int | None:
-    """Before the layer of `body` is emitted (the layer before is `em`'s last): where its moved product would
-    wait for the layer before (`hand_off`), the last instruction of the layer before touching the accumulator
-    words it writes (None: it waits for none). Where its tiles' other slot first waits for less, `body` takes it
-    (`GemmLayer.swapped`). One scan of the layer before for both slots, the layer emitted once."""
-    lo, hi = body.first_product()
-    shift = body.acc_slot()
-    first, second = _last_touchers(em.instructions, em.debug[-1].start, len(em.instructions) - 1,
-                                   [(lo, hi), (lo + shift, hi + shift)], config)
-    body.swapped = first is not None and (second is None or second < first)
-    return second if body.swapped else first
 
 
 def _product(program: list, start: int) -> tuple[int, int]:
@@ -63,17 +50,15 @@ def _product(program: list, start: int) -> tuple[int, int]:
 
 def hand_off(em: Emitter, start: int, body: GemmLayer, last: int | None, config: ArchConfig) -> None:
     """Move the first product of `body`'s layer, emitted from `start` (`_product`), in front of the barrier closing
-    the layer before, behind the HANDOFF handshake signalled after instruction `last` (`choose_slot`; None: no
+    the layer before, behind the HANDOFF handshake signalled after instruction `last` (`accplace.place`; None: no
     handshake, the layer before touches none of its accumulator words); fix both layers' debug ranges."""
     program = em.instructions
     barrier = start - 1
     at, stop = _product(program, start)
     config_op, moved = program[at], program[at:stop]
-    lo, hi = body.first_product()
-    shift = body.acc_slot() if body.swapped else 0
     written = [e for instr, registers in with_registers(moved, config) for e in extents(instr, registers)
                if e.memory == "acc"]
-    if (min(e.start for e in written), max(e.stop for e in written)) != (lo + shift, hi + shift):
+    if (min(e.start for e in written), max(e.stop for e in written)) != body.first_product():
         raise AssertionError("a handed-off product writes the accumulator words its handshake guards")
     before, mine = em.debug[-2], em.debug[-1]
     lead, shift = list(moved), 0
@@ -88,27 +73,3 @@ def hand_off(em: Emitter, start: int, body: GemmLayer, last: int | None, config:
     gained = len(lead) + shift
     em.debug[-2:] = [replace(before, stop=before.stop + gained),
                      replace(mine, start=mine.start + gained, stop=mine.stop + gained - len(moved))]
-
-
-def _last_touchers(program: list, first: int, stop: int, ranges: list[tuple[int, int]], config: ArchConfig
-                   ) -> list[int | None]:
-    """For each [start, stop) of accumulator words: the last vector instruction of program[first:stop] that reads
-    or writes one (None: none does); the last vector instruction of all if another engine's but the array's
-    touches one after it."""
-    last: list[int | None] = [None] * len(ranges)
-    other: list[int | None] = [None] * len(ranges)
-    vector = None
-    for index, (instr, registers) in enumerate(with_registers(program[first:stop], config), first):
-        engine = instr.spec.engine
-        if engine is Engine.VECTOR:
-            vector = index
-        elif getattr(instr, "space", None) != "acc":
-            continue  # (the array's instructions run in order: the moved product follows them all)
-        touched = [e for e in extents(instr, registers) if e.memory == "acc"]
-        for k, (lo, hi) in enumerate(ranges):
-            if any(e.start < hi and lo < e.stop for e in touched):
-                if engine is Engine.VECTOR:
-                    last[k] = index
-                else:
-                    other[k] = index
-    return [vector if o is not None and (v is None or o > v) else v for v, o in zip(last, other)]
