@@ -1,0 +1,90 @@
+"""A handed-off layer's accumulator layout (accplace.py): moved off the words the layer before reads last, its bias
+row after its tile slots where its first product fills one; checked mode, bit-exact, and a race named when the
+layout stays where it was but the moved product waits only as long as the chosen placement lets it."""
+from __future__ import annotations
+
+import pytest
+
+import glowsdk
+from glowsdk.backends.npu import accplace, binary
+from glowsdk.backends.npu.handoff import HANDOFF
+from glowsdk.backends.npu.pipeline import PREFETCH
+from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
+from isa import PRESETS
+from isa.schema import Engine
+from sim.binding import run_binary
+from sim.errors import RaceError
+
+from npu_nets import NetBuilder
+from test_npu_backend import assert_bit_exact
+
+
+def bottlenecks(width: int, count: int):
+    """`count` residual bottlenecks of 512 channels (128 inside) on 28 x 28 images: on the server preset their
+    1 x 1 expansions and 3 x 3 layers each fill about the whole accumulator (resnet50's third stage)."""
+    b = NetBuilder((1, 64, width, width))
+    x = b.conv("x", 64, 512, 1, 0)
+    for _ in range(count):
+        y = b.conv(b.conv(b.conv(x, 512, 128, 1, 0), 128, 128, 3, 1), 128, 512, 1, 0, relu=False)
+        x = b.node("Relu", [b.node("Add", [y, x])])
+    return b.network(b.conv(x, 512, 128, 1, 0, relu=False))
+
+
+@pytest.fixture(scope="module")
+def server():
+    network = bottlenecks(28, 2)
+    return network, assert_bit_exact(network, config="server")  # checked mode: no race across the barrier
+
+
+def handed_off(npu) -> list[int]:
+    return [k for k, layer in enumerate(npu.compiled.layers) if getattr(layer.body, "prefetched_input", None)]
+
+
+def test_layouts_move_and_the_moved_product_writes_its_first_slot_there(server):
+    _, npu = server
+    debug, program, layers = npu.compiled.binary.debug, npu.compiled.binary.instructions, npu.compiled.layers
+    bodies = [layers[k].body for k in handed_off(npu)]
+    assert any(body.acc_base and not body.bias_last for body in bodies)
+    assert any(body.bias_last for body in bodies)  # a slot-sized first product in the layer before's other slot
+    words = PRESETS["server"].accumulator_bytes // 4
+    for k in handed_off(npu):
+        body, before, mine = layers[k].body, debug[k - 1], debug[k]
+        assert body.acc_end() <= words
+        [at] = [j for j in range(before.start, before.stop) if program[j].wait_count and program[j].wait_sem == PREFETCH]
+        assert program[at + 1].acc == body.first_product()[0]
+        bias = body.acc_base + (2 * body.acc_slot() if body.bias_last else 0)
+        requants = [i for i in program[mine.start:mine.stop] if i.mnemonic == "CONFIG_REQUANT"]
+        assert requants and all(bias <= i.bias < bias + body.shape.out_channels for i in requants)
+
+
+def test_a_moved_layout_waits_for_less_than_the_layer_before_s_last_vector_work(server):
+    """(Its bias row first at base 0, the bias_last layer's product would overlap the layer before's bias row,
+    which every REQUANT reads.)"""
+    _, npu = server
+    debug, program, layers = npu.compiled.binary.debug, npu.compiled.binary.instructions, npu.compiled.layers
+    for k in handed_off(npu):
+        if not layers[k].body.bias_last:
+            continue
+        part = program[debug[k - 1].start:debug[k - 1].stop]
+        signals = [j for j, i in enumerate(part) if i.signal_count and i.signal_sem == HANDOFF]
+        vector = [j for j, i in enumerate(part) if i.spec.engine is Engine.VECTOR]
+        assert not signals or signals[0] < vector[-1] - 1
+
+
+def test_the_layout_kept_at_base_0_under_the_moved_one_s_handshake_races(server, monkeypatch):
+    """The handshake guards the words the chosen placement writes: the first product written where it was (base
+    0, bias row first) behind the same wait overwrites what the layer before still reads, and checked mode says
+    so."""
+    network, _ = server
+    chosen = accplace.place
+
+    def misplaced(em, body, config):
+        waited = chosen(em, body, config)
+        if body.bias_last:
+            body.acc_base, body.bias_last, body.swapped = 0, False, False
+        return waited
+    monkeypatch.setattr(binary, "place", misplaced)
+    quant = QuantizationConfig(collect_profile(network, calibration_random(network, 2)))
+    planted = glowsdk.compile(network, "npu", quantization=quant, config="server")
+    with pytest.raises(RaceError, match="race"):
+        run_binary(planted.compiled.binary, PRESETS["server"], network.random_inputs(3), checked=True)
