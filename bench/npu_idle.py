@@ -27,7 +27,9 @@ import glowsdk
 from glowsdk.backends.npu import handoff, pipeline
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from isa import PRESETS
+from isa.container import NpuBinary
 from sim.binding import run_binary
+from sim.results import SimResult
 
 PAIRS = {"LOADED": pipeline.LOADED, "MFREE": pipeline.MFREE, "ACCFREE": pipeline.ACCFREE,
          "COMPUTED": pipeline.COMPUTED, "READY": pipeline.READY, "SFREE": pipeline.SFREE, "VFREE": pipeline.VFREE,
@@ -47,7 +49,7 @@ def cause(sem: int) -> str:
     return SINGLE.get(sem, f"sem {sem}")
 
 
-def stretches(binary, result) -> list[dict]:
+def stretches(binary: NpuBinary, result: SimResult) -> list[dict]:
     """Every idle stretch of the array before a product: its cycles, layer and the semaphore that released it."""
     program, start, end = binary.instructions, result.timeline.start, result.timeline.end
     layer_of = {}
@@ -64,7 +66,7 @@ def stretches(binary, result) -> list[dict]:
     def released(i: int) -> tuple[int, int] | None:
         """(end, index) of the last signal of i's semaphore ended by i's start."""
         ends = signals.get(program[i].wait_sem, [])
-        k = bisect.bisect_right(ends, (int(start[i]) + 1, len(program))) - 1
+        k = bisect.bisect_right(ends, (int(start[i]), len(program))) - 1  # (a waiter starts as its releaser ends)
         return ends[k] if k >= 0 else None
     products = sorted((i for i, instr in enumerate(program) if instr.mnemonic in PRODUCTS), key=lambda i: start[i])
     out, last = [], 0

@@ -129,23 +129,29 @@ def test_a_3x3_stride_2_max_pool_is_done_by_the_convolution_before_it_bit_exact(
     assert ("POOL" in [i.mnemonic for i in npu.compiled.binary.instructions]) != split
 
 
-@pytest.mark.parametrize("config,size,kernel,stride,pads", [
-    ("edge", 40, 7, 2, [1, 1, 1, 1]), ("default", 48, 3, 1, [1, 1, 1, 1]), ("edge", 21, 3, 1, [1, 1, 0, 0])])
-def test_a_max_pool_padded_on_top_and_left_is_done_by_the_convolution_before_it_bit_exact(config, size, kernel,
-                                                                                           stride, pads):
+@pytest.mark.parametrize("config,size,kernel,stride,pads,channels,per_channel,tiles", [
+    ("edge", 40, 7, 2, [1, 1, 1, 1], 24, False, [15, 5]), ("default", 48, 3, 1, [1, 1, 1, 1], 24, False,
+                                                          [11, 12, 12, 12, 1]),
+    ("edge", 21, 3, 1, [1, 1, 0, 0], 24, False, [13, 8]), ("edge", 10, 3, 1, [1, 1, 1, 1], 24, False, [10]),
+    ("edge", 16, 3, 1, [1, 1, 1, 1], 64, True, None)])
+def test_a_max_pool_padded_on_top_and_left_is_done_by_the_convolution_before_it_bit_exact(
+        config, size, kernel, stride, pads, channels, per_channel, tiles):
     # ResNet's stem: the pool pads one row on top and one column on the left (below and on the right its padding,
     # if any, is read by no window). Each tile maxes row 0 as if it were repeated above it (a repeated row leaves a
     # maximum as the padding does), POOL pads the columns, and the first tile has one row less, so that every later
-    # one starts where a window does (tiles of 15 + 5 rows, 11 + 12 x 3 + 1, 13 + 8)
+    # one starts where a window does; one tile holds a small image whole; 64 channels on edge take several
+    # output-channel tiles, each with its own running maximum, per-channel requantized
     b = NetBuilder((1, 3, size, size))
-    pooled = b.node("MaxPool", [b.conv("x", 3, 24, kernel, kernel // 2, stride)], kernel_shape=[3, 3],
+    pooled = b.node("MaxPool", [b.conv("x", 3, channels, kernel, kernel // 2, stride)], kernel_shape=[3, 3],
                     strides=[2, 2], pads=pads)
-    npu = assert_bit_exact(b.network(b.conv(pooled, 24, 8, 1, 0, relu=False)), config=config)
+    npu = assert_bit_exact(b.network(b.conv(pooled, channels, 8, 1, 0, relu=False)), config=config,
+                           per_channel=per_channel)
     assert [layer.kind for layer in npu.compiled.layers if layer.kind != "Copy"] == ["Conv", "Conv"]
     stem = npu.compiled.layers[0].body
     side = (size // stride - 2) // 2 + 1
-    assert stem.window and stem.window_pad == 1 and stem.workload().output_bytes == 24 * side * side
-    assert len(stem.row_tiles()) > 1 and stem.row_tiles()[0][1] % 2 == 1
+    assert stem.window and stem.window_pad == 1 and stem.workload().output_bytes == channels * side * side
+    sizes = [end - start for start, end in stem.row_tiles()]
+    assert sizes == tiles if tiles else stem.tiling.n < channels and len(sizes) > 1 and sizes[0] % 2 == 1
 
 
 @pytest.mark.parametrize("config,width", [("edge", 29), ("default", 56)])

@@ -140,6 +140,8 @@ def test_a_convolution_that_max_pools_its_tiles_loads_the_next_layers_first_rows
     npu = assert_bit_exact(network, config="edge")
     stem, after = (layer.body for layer in npu.compiled.layers[:2])
     assert stem.window and stem.window_pad == pads[0] and len(stem.row_tiles()) > 2
+    last = stem.row_tiles()[-1][0]  # the pooled row the last tile completes first: the window across it
+    assert stem.stored_early() == (last + pads[0]) // 2 - 1
     assert after.prefetched_input is not None and after.row_tiles()[0][1] <= stem.stored_early()
     first = npu.compiled.binary.debug[0]
     program = npu.compiled.binary.instructions[first.start:first.stop]

@@ -41,7 +41,7 @@ from .step_cost import ConvShape, Pitches, row_tile_sizes, stacked_rows, step_ar
 from .tensors import DramTensor
 from .tile_loads import Image, config_load, input_loads, load, stacked_loads, streamed_step
 from .tiling import Tiling, block_touches, choose_grouped_tiling, choose_packed_tiling, choose_tiling
-from .window import pool_across, pooled_size, running_width, split_shape, tile_maxima, window_tiling
+from .window import pool_across, window_pooled, running_width, split_shape, tile_maxima, window_tiling
 
 
 @dataclass(frozen=True)
@@ -344,7 +344,7 @@ class GemmLayer:
         """An image's pixels in the result: the pooled ones with a `window` pool."""
         s = self.shape
         pad = self.window_pad
-        return pooled_size(s.out_height, pad) * pooled_size(s.out_width, pad) if self.window else \
+        return window_pooled(s.out_height, pad) * window_pooled(s.out_width, pad) if self.window else \
             s.out_height * s.out_width
 
     def tiled_shape(self) -> ConvShape:
@@ -716,7 +716,7 @@ class GemmLayer:
             out += maxima.pooled * s.out_width * n
         stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride, elem_bytes=n),
                   STORE(dram=result + maxima.row * r.row_stride + n0, space="spad", sram=out, planes=1,
-                        rows=maxima.pooled, cols=pooled_size(s.out_width, pad))]
+                        rows=maxima.pooled, cols=window_pooled(s.out_width, pad))]
         return vector, stores
 
     def _config_requant(self, n0: int, bias: int) -> Op:

@@ -47,7 +47,7 @@ from .product import ProductLayer
 from .softmax import SoftmaxLayer, softmax_table, trailing_length
 from .tile_loads import Image
 from .vector import ElementwiseLayer, PoolLayer, check_requant
-from .window import pooled_size
+from .window import window_pooled
 
 
 @dataclass
@@ -308,7 +308,7 @@ class LayerBuilder:
             return None
         h, w = value.type.shape[2:]
         pad = user.pads[0]
-        if tuple(user.type.shape[2:]) != (pooled_size(h, pad), pooled_size(w, pad)):
+        if tuple(user.type.shape[2:]) != (window_pooled(h, pad), window_pooled(w, pad)):
             return None
         return user if (_scale(user.result()), _zero(user.result())) == (_scale(value), _zero(value)) else None
 

@@ -117,9 +117,10 @@ def tile_maxima(shape: ConvShape, split: bool, oy0: int, oy1: int, n: int, acc: 
     pool is the unpadded one over the rows with row 0 repeated on top (a repeated row leaves a maximum as the
     padding does): virtual row v is output row v - pad, and row 0 for v = 0. The windows wholly in the tile
     (virtual rows 2k, 2k + 1, 2k + 2 from its first) are maxed into pooled rows one after another from the tile's
-    first row (pooled row 1 + k overwrites no row a later window reads: they start at row 2k + 2), then the window
-    from the tile before into pooled row 0 (the tile's row 0 is read by no other); alone, it stays at `running`, so
-    that the tile's rows stay for the next."""
+    first row, then the window from the tile before into pooled row 0 (the tile's row 0 is read by no other);
+    alone, it stays at `running`, so that the tile's rows stay for the next. The pooled row of window k lands on
+    the tile's row top + k, virtual row top + k (+ 1 in a padded first tile), which no later window reads: they
+    start at virtual row 2k + 2."""
     if split and pad:
         raise AssertionError("a padded window pool is not split")
     v0, v1 = (oy0 + pad if oy0 else 0), oy1 + pad
@@ -162,6 +163,7 @@ def pool_across(out: int, pooled: int, width: int, n: int, pad: int = 0) -> list
             POOL(op="max", dst=out + pooled * width * n, src=out, height=pooled, width=width, channels=n)]
 
 
-def pooled_size(size: int, pad: int) -> int:
-    """Pooled rows (or columns) of `size` under the 3x3 stride-2 window padded by `pad` before (none after)."""
+def window_pooled(size: int, pad: int) -> int:
+    """Pooled rows (or columns) of `size` rows (columns) under the 3x3 stride-2 window padded by `pad` before and
+    none after (not graph.nodes.nn's general pooled size)."""
     return (size + pad - 3) // 2 + 1
