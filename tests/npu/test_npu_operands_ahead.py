@@ -86,3 +86,35 @@ def test_a_piece_loaded_after_the_next_layers_prologue_races_its_reader(compiled
     with pytest.raises(RaceError, match="race"):
         run_binary(dataclasses.replace(binary, instructions=planted), PRESETS[config], network.random_inputs(3),
                    checked=True)
+
+
+def projection(width: int, channels: int, out: int):
+    """A block whose projection (a 1 x 1 convolution of the stem's result) runs after the branch's last 1 x 1
+    convolution and adds its result: the layer before writes the residual operand itself."""
+    b = NetBuilder((1, channels, width, width))
+    stem = b.conv("x", channels, channels, 1, 0)
+    branch = b.conv(b.conv(b.conv(stem, channels, channels, 1, 0), channels, channels, 3, 1), channels, out, 1, 0,
+                    relu=False)
+    joined = b.node("Relu", [b.node("Add", [branch, b.conv(stem, channels, out, 1, 0, relu=False)])])
+    return b.network(b.conv(joined, out, 8, 1, 0, relu=False))
+
+
+@pytest.mark.parametrize("config,width,channels,out", [("edge", 28, 16, 64), ("default", 28, 32, 128)])
+def test_the_layer_before_keeps_the_results_that_are_the_next_layers_operands(config, width, channels, out):
+    """Each of the first tiles of the layer before requantizes its result into the region and stores it from there;
+    the next layer's tile of the same index reads it there as its residual operand and loads none (bit-exact,
+    checked: the barrier orders the reads after the writes)."""
+    npu = assert_bit_exact(projection(width, channels, out), config=config)
+    layers, binary = npu.compiled.layers, npu.compiled.binary
+    k = _ahead(npu)
+    body, prev = layers[k].body, layers[k - 1].body
+    assert prev.kept_results == body.ahead_operands
+    address, count = body.ahead_operands
+    size = body.operand_bytes()
+    before = binary.instructions[binary.debug[k - 1].start:binary.debug[k - 1].stop]
+    stores = [i.sram for i in before if i.mnemonic == "STORE"]
+    assert stores[:count] == [address + j * size for j in range(count)]
+    assert not any(i.mnemonic == "LOAD" and address <= i.sram < address + count * size for i in before)
+    mine = binary.instructions[binary.debug[k].start:binary.debug[k].stop]
+    operands = [i for i in mine if i.mnemonic == "LOAD" and i.signal_count and i.signal_sem in (OPERAND, OPERAND + 1)]
+    assert len(operands) == len(body.tile_origins()) - count

@@ -49,7 +49,7 @@ def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
             return marks
         inserted = emit_ahead(em, body, tiles, starts, after, base, plan.constants.base, config) \
             if after.prefetched is not None or after.prefetched_input is not None else []
-        if after.ahead_operands is not None:
+        if after.ahead_operands is not None and body.kept_results is None:  # (kept ones: nothing to load)
             before = inserted_before_steps(em.instructions, inserted, starts, config)
             for where, count in inserted:
                 starts = [i + count if i >= where else i for i in starts]

@@ -221,6 +221,9 @@ class GemmLayer:
     ahead_operands: tuple[int, int] | None = None
     """(scratchpad address, tiles) of the residual operands of the first tiles when the layer before loads them
     (operands_ahead.py): tile i's are at address + (i * adds + a) * `operand_bytes`, and it loads none"""
+    kept_results: tuple[int, int] | None = None
+    """(scratchpad address, tiles): the first tiles requantize their result there, `operand_bytes` apart, and store it
+    from there, where the next layer's tiles read it as their residual operand (operands_ahead.py)"""
     prefetched_input: tuple[int, int] | None = None
     """(scratchpad address, transfers) of the first step's input rows when the layer before loads them (prefetch.py)"""
     gate: ChannelGate | None = None
@@ -614,24 +617,26 @@ class GemmLayer:
                                                            bias_row, result, luts)
                         tiles.append(Tile(steps, vector, stores, residuals))
                         continue
-                    vector, rest = requant_specs(self._config_requant(n0, bias_row + n0), outputs[slot], accs[slot],
+                    out = outputs[slot] if not self.kept_results or len(tiles) >= self.kept_results[1] else \
+                        self.kept_results[0] + len(tiles) * out_bytes
+                    vector, rest = requant_specs(self._config_requant(n0, bias_row + n0), out, accs[slot],
                                                  pixels, n, self.epilogue, luts, images,
                                                  s.stack_period() // s.stride[0] * s.out_width)
                     for op in rest:
-                        vector += epilogue_specs(op, outputs[slot], accs[slot], pixels, n,
+                        vector += epilogue_specs(op, out, accs[slot], pixels, n,
                                                   places.get(id(op), 0), luts)
                     if self.pool:  # the tile holds whole images: reduce each to one row, stored in its channels
                         each = pixels // images  # image i's row lands in image 0's pixels, which are pooled first
                         for i in range(images):
-                            vector += whole_image_pool(self.pool, outputs[slot] + i * each * n, accs[slot],
-                                                       divisor_row, each, n, outputs[slot] + i * n)
+                            vector += whole_image_pool(self.pool, out + i * each * n, accs[slot],
+                                                       divisor_row, each, n, out + i * n)
                         rows, width = images, 1  # (not oy1: the row tile's next output-channel tile still reads it)
                     else:
                         rows, width = images * (oy1 - oy0), s.out_width
                     stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0,
                                            col_stride=r.pixel_stride, elem_bytes=n),
                               STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
-                                    space="spad", sram=outputs[slot], planes=1, rows=rows, cols=width)]
+                                    space="spad", sram=out, planes=1, rows=rows, cols=width)]
                     tiles.append(Tile(steps, vector, stores, residuals))
                 if several and not (row_tile == 0 and self.prefetched_input and not streamed):  # its last step: the
                     # input's last reader

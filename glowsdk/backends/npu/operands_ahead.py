@@ -11,6 +11,11 @@ region in use meanwhile (prefetch.py's weight blocks and input rows of the layer
 one after). The tiles whose operands were loaded so load none (`GemmLayer.ahead_operands`); the others load theirs as
 before.
 
+Where the operand is the layer before's own result, tile for tile (a projection after the branch's last 1 x 1
+convolution: resnet50's conv__4 adds conv__3's result), nothing need be loaded: the layer before requantizes each of
+its first tiles' results into the region and stores it from there (`GemmLayer.kept_results`), whatever its DRAM
+time; the barrier orders the next layer's reads after those writes.
+
 No semaphore is needed: the load engine runs its transfers in order, one after another, so every piece is in
 before the next layer's prologue loads (issued after the barrier) are, and its vector engine waits for those
 (TABLE) before any of its work; checked mode sees that chain (tests/npu/test_npu_operands_ahead.py plants its
@@ -36,16 +41,19 @@ from .tensors import DramTensor
 
 
 def plan_operand_prefetches(layers: list[Layer], config: ArchConfig) -> None:
-    """Give each convolution layer whose residual operands the convolution layer before may load (written before
-    that one began; it is not DRAM-bound) a region for as many tiles' operands as fit (`GemmLayer.ahead_operands`;
-    the layer before's emission lowers the count to those it loads). After the other prefetches are planned."""
+    """Give each DRAM-bound convolution layer whose residual operands the convolution layer before may load (written
+    before that one began; it is not DRAM-bound) or keeps (`_keeps`) a region for as many tiles' operands as fit
+    (`GemmLayer.ahead_operands`, and the layer before's `kept_results`; a layer before that loads them lowers the
+    count to those its emission finds room for). After the other prefetches are planned."""
     bodies = [layer.body for layer in layers]
     for k, (prev, body) in enumerate(zip(bodies, bodies[1:])):
-        if not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer) or body.pool or body.window:
+        if not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer) or body.pool or body.window \
+                or not _memory_bound(body, config):  # (a layer its array bounds gains little from fewer loads)
             continue
         adds = [op.operand for op in body.epilogue if isinstance(op, AddTensor)]
-        if not adds or any(_overlaps(prev.result.tensor, x.tensor) for x in adds) or _memory_bound(prev, config) \
-                or not _memory_bound(body, config):  # (a layer its array bounds gains little from fewer loads)
+        kept = _keeps(prev, body)
+        if not kept and (not adds or any(_overlaps(prev.result.tensor, x.tensor) for x in adds)
+                         or _memory_bound(prev, config)):
             continue
         after = bodies[k + 2] if k + 2 < len(bodies) else None
         busy = [_weights(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
@@ -58,6 +66,21 @@ def plan_operand_prefetches(layers: list[Layer], config: ArchConfig) -> None:
                       if _place(count * size, busy, floor, config) is not None), 0)
         if count:
             body.ahead_operands = (_place(count * size, busy, floor, config), count)
+            if kept:
+                prev.kept_results = body.ahead_operands
+
+
+def _keeps(prev: GemmLayer, body: GemmLayer) -> bool:
+    """Whether `body`'s one residual operand is `prev`'s result, each of its tiles' the result of `prev`'s tile of
+    the same index, laid out alike (the same rows and channels of one image), so that `prev` may keep its results
+    in the scratchpad for `body` (`GemmLayer.kept_results`) rather than `body` loading them back."""
+    adds = [op.operand for op in body.epilogue if isinstance(op, AddTensor)]
+    if len(adds) != 1 or prev.pool or prev.window or prev.tiling.images != 1 or body.tiling.images != 1:
+        return False
+    x, r = adds[0], prev.result
+    return (x.tensor, x.batch_stride, x.row_stride, x.pixel_stride) == (r.tensor, r.batch_stride, r.row_stride,
+                                                                        r.pixel_stride) \
+        and prev.tile_origins() == body.tile_origins() and prev.operand_bytes() == body.operand_bytes()
 
 
 def _operands(layer: GemmLayer) -> tuple[int, int] | None:
