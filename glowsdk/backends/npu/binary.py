@@ -124,15 +124,15 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
     em = Emitter()
     if any(isinstance(layer.body, RIDERS) for layer in layers):
         layers = pair_layers(layers, lambda layer: _footprint(layer, config, plan), config)
-    plan_prefetches(layers, config)
-    plan_input_prefetches(layers, config)
-    plan_operand_prefetches(layers, config)
+    across = plan_prefetches(layers, config)
+    plan_input_prefetches(layers, config, across)
+    plan_operand_prefetches(layers, config, across)
     workloads = []
-    for layer, after in zip(layers, [*layers[1:], None]):
+    for k, (layer, after) in enumerate(zip(layers, [*layers[1:], None])):
         start = len(em.instructions)
         handed = can_hand_off(layer.body, config)  # its first product runs while the layer before drains
         waited = place(em, layer.body, config) if handed else None
-        workloads.append(_emit(em, layer, config, plan, after.body if after else None))
+        workloads.append(_emit(em, layer, config, plan, across.get(k, after.body if after else None)))
         if handed:
             hand_off(em, start, layer.body, waited, config)
     tensors = list(builder.planner.tensors)

@@ -40,11 +40,12 @@ from .step_cost import dram_runs, image_runs, transfer_cycles
 from .tensors import DramTensor
 
 
-def plan_operand_prefetches(layers: list[Layer], config: ArchConfig) -> None:
+def plan_operand_prefetches(layers: list[Layer], config: ArchConfig, across: dict[int, GemmLayer]) -> None:
     """Give each DRAM-bound convolution layer whose residual operands the convolution layer before may load (written
     before that one began; it is not DRAM-bound) or keeps (`_keeps`) a region for as many tiles' operands as fit
     (`GemmLayer.ahead_operands`, and the layer before's `kept_results`; a layer before that loads them lowers the
-    count to those its emission finds room for). After the other prefetches are planned."""
+    count to those its emission finds room for). After the other prefetches are planned (the layer after is the one
+    whose weights it loads: `across` an element-wise layer, prefetch.plan_prefetches)."""
     bodies = [layer.body for layer in layers]
     for k, (prev, body) in enumerate(zip(bodies, bodies[1:])):
         if not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer) or body.pool or body.window \
@@ -55,7 +56,7 @@ def plan_operand_prefetches(layers: list[Layer], config: ArchConfig) -> None:
         if not kept and (not adds or any(_overlaps(prev.result.tensor, x.tensor) for x in adds)
                          or _memory_bound(prev, config)):
             continue
-        after = bodies[k + 2] if k + 2 < len(bodies) else None
+        after = across.get(k + 1, bodies[k + 2] if k + 2 < len(bodies) else None)
         busy = [_weights(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
         busy += [(layer.prefetched_input[0], layer.prefetched_input[0] + layer.first_input_bytes())
                  for layer in (prev, body, after) if isinstance(layer, GemmLayer) and layer.prefetched_input]

@@ -8,6 +8,10 @@ while its array, vector engine and stores finish, into the top of the scratchpad
 instead of loading the block. On big arrays the layers are short and this load is a large part of each
 (server preset, resnet50: about 80k of 1.9M cycles).
 
+A fully connected layer whose input an element-wise layer makes (resnet50's classifier: the pooled row rescaled)
+has its first weight block loaded by the convolution before that one, across both barriers, above the element-wise
+layer's buffers too (`plan_prefetches`), so that only its input load, no longer the weights', follows the barrier.
+
 The region is free while the layer before runs: its buffers end below it, and the block it read from there
 itself (if the layer before it prefetched one) was read by its first step's matrix work, which its third
 step's loads wait for; so a layer that was prefetched prefetches for the next only if it has three steps.
@@ -43,27 +47,40 @@ from .scratchpad import align, align_down
 from .tensors import DramTensor
 from .tile_loads import config_load, load
 from .tiling import array_cycles
+from .vector import ElementwiseLayer
 
 
-def plan_prefetches(layers: list[Layer], config: ArchConfig) -> None:
+def plan_prefetches(layers: list[Layer], config: ArchConfig) -> dict[int, GemmLayer]:
     """Mark each convolution layer whose first weight block the convolution layer before can load
-    (`GemmLayer.prefetched`: where that block goes); a depthwise layer before is never prefetched itself."""
+    (`GemmLayer.prefetched`: where that block goes); a depthwise layer before is never prefetched itself. Across an
+    element-wise layer (a fully connected layer's input rescaled after the pool before it) the layer before that
+    loads it, above the element-wise layer's buffers too: returns those layers' indices, each with the layer it
+    loads for (the others load for the layer right after them)."""
+    across: dict[int, GemmLayer] = {}
     if config.semaphores <= PREFETCH:
-        return
-    for before, layer in zip(layers, layers[1:]):
-        prev, body = before.body, layer.body
+        return across
+    for k, layer in enumerate(layers[1:], 1):
+        j, body, floor = k - 1, layer.body, 0
         if not isinstance(body, GemmLayer) or not _whole_steps(body):
             continue
+        if k >= 2 and isinstance(layers[j].body, ElementwiseLayer):  # (it neither loads weights nor waits PREFETCH)
+            j, floor = k - 2, layers[j].body.spad_end(config)
+        prev = layers[j].body
         if isinstance(prev, GemmLayer):
-            if not _whole_steps(prev) or prev.pool or prev.prefetched is not None and prev.steps() < 3:
+            # (a pooled convolution loads weights across an element-wise layer only: resnet50's last, fused with the
+            # global pool, for the classifier)
+            if not _whole_steps(prev) or prev.pool and j == k - 1 or prev.prefetched is not None and prev.steps() < 3:
                 continue
-        elif not isinstance(prev, DepthwiseLayer):
+        elif not isinstance(prev, DepthwiseLayer) or j < k - 1:
             continue
         _, rows, width = body.first_weights()
         address = align_down(config.scratchpad_bytes - align(rows * width))
-        if max(prev.spad_end(), body.spad_end()) <= address:
+        if max(prev.spad_end(), body.spad_end(), floor) <= address:
             body.prefetched = address
             body.tiling = replace(body.tiling, expected=body.tiling.prefetched_cycles)
+            if j < k - 1:
+                across[j] = body
+    return across
 
 
 def _whole_steps(layer: GemmLayer) -> bool:
@@ -80,10 +97,10 @@ def emit_prefetch(em: Emitter, body: GemmLayer, constants: int) -> None:
     em.emit(load(constants + offset, "spad", body.prefetched, rows, 1), Sync(signal=PREFETCH, signal_count=1))
 
 
-def plan_input_prefetches(layers: list[Layer], config: ArchConfig) -> None:
+def plan_input_prefetches(layers: list[Layer], config: ArchConfig, across: dict[int, GemmLayer]) -> None:
     """Mark each prefetched convolution layer whose first input rows the convolution layer before writes before its
     last row tile, or does not write at all (`GemmLayer.prefetched_input`: where they go, in how many transfers),
-    where a region fits."""
+    where a region fits (clear of the weights it loads for the layer after it, or `across` an element-wise one)."""
     if config.semaphores <= STORED:
         return
     bodies = [layer.body for layer in layers]
@@ -92,7 +109,7 @@ def plan_input_prefetches(layers: list[Layer], config: ArchConfig) -> None:
             continue
         if body.rereads_first_chunk() and _memory_bound(prev, config):
             continue  # (its rows are loaded twice: the layer before has no DRAM time to spare for the first load)
-        after = bodies[k + 2] if k + 2 < len(bodies) else None
+        after = across.get(k + 1, bodies[k + 2] if k + 2 < len(bodies) else None)
         busy = [_weights(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
         if prev.prefetched_input is not None:
             busy.append((prev.prefetched_input[0], prev.prefetched_input[0] + prev.first_input_bytes()))

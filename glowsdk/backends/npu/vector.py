@@ -83,6 +83,12 @@ class ElementwiseLayer:
             tiles.append(Tile([Step(loads)], self._vector(ins, out, acc, n), stores))
         return tiles
 
+    def spad_end(self, config: ArchConfig) -> int:
+        """The end of the scratchpad the layer's tiles use (`tiles`: one slot per tile, two at most), so that a
+        convolution before it may load the first weights of the convolution after it above it (prefetch.py)."""
+        chunk = _slots(config, len(self.operands) + 1, self.op in ("Add", "Sub", "Rescale"))
+        return min(2, -(-self.result.elements // chunk)) * chunk * (len(self.operands) + 1)
+
     def _vector(self, ins: list[int], out: int, acc: int, n: int) -> list[Op]:
         if self.op in ("Add", "Sub"):  # saturate(a +- b -+ zero): exact in the accumulator, saturated back
             return [BINARY[self.op](dst_space="acc", dst=acc, src1_space="spad", src1=ins[0], src2_space="spad",
