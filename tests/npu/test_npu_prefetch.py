@@ -10,6 +10,7 @@ import pytest
 
 from glowsdk.backends.npu.epilogue import AddTensor
 from glowsdk.backends.npu.pipeline import OPERAND, PREFETCH, STORED
+from glowsdk.backends.npu.prefetch import split_row
 from isa import PRESETS
 from sim.binding import run_binary
 from sim.errors import RaceError
@@ -149,3 +150,50 @@ def test_a_convolution_that_max_pools_its_tiles_loads_the_next_layers_first_rows
     [signal] = [k for k, i in enumerate(program) if i.signal_count and i.signal_sem == STORED]
     assert load.sram == after.prefetched_input[0] and program[signal - 1].mnemonic == "STORE"
     assert any(i.mnemonic == "STORE" for i in program[signal + 1:])  # a tile before the last stored them
+
+
+@pytest.fixture(scope="module")
+def straddling():
+    """A 1 x 1 convolution in row tiles, then a strided 3 x 3 one whose single row tile reads every row (resnet50's
+    conv__43 and conv__44): its first input begins in rows stored before the last row tile and ends in it."""
+    b = NetBuilder((1, 64, 14, 14))
+    x = b.conv(b.conv(b.conv("x", 64, 128, 1, 0), 128, 64, 3, 1, 2), 64, 128, 1, 0, relu=False)
+    network = b.network(x)
+    return network, assert_bit_exact(network, config="default")  # checked mode: no race across the barrier
+
+
+def test_a_first_input_straddling_the_last_row_tile_loads_in_two_pieces(straddling):
+    """The rows stored before the last row tile load once the last of them is stored, the rest after the layer's
+    last STORE, each LOAD behind its own STORED token (bit-exact, checked); the first product still runs before the
+    barrier (handoff.py)."""
+    _, npu = straddling
+    layers, binary = npu.compiled.layers, npu.compiled.binary
+    [k] = [k for k in range(1, len(layers)) if all(layer.kind == "Conv" for layer in layers[k - 1:k + 1])
+           and split_row(layers[k - 1].body, layers[k].body) is not None]
+    body, before = layers[k].body, binary.debug[k - 1]
+    assert body.prefetched_input[1] == 2
+    program = binary.instructions[before.start:before.stop]
+    stored = [i for i, instr in enumerate(program) if instr.signal_count and instr.signal_sem == STORED]
+    loads = [i for i, instr in enumerate(program) if instr.mnemonic == "LOAD" and instr.wait_count
+             and instr.wait_sem == STORED]
+    stores = [i for i, instr in enumerate(program) if instr.mnemonic == "STORE"]
+    assert len(stored) == len(loads) == 2 and stored[1] == stores[-1] + 1 and stored[0] < stores[-1]
+    first, second = (program[i] for i in loads)
+    assert second.sram > first.sram == body.prefetched_input[0] and first.rows + second.rows == body.shape.height
+    assert [(i.mnemonic, i.wait_count) for i in program if i.wait_count and i.wait_sem == PREFETCH][-1] == \
+        ("CONFIG_MATMUL", 3)
+
+
+def test_without_the_wait_for_the_last_store_checked_mode_names_the_race(straddling):
+    network, npu = straddling
+    binary = npu.compiled.binary
+    [_, last] = [i for i, instr in enumerate(binary.instructions) if instr.mnemonic == "LOAD" and instr.wait_count
+                 and instr.wait_sem == STORED]
+    [_, signal] = [i for i, instr in enumerate(binary.instructions)
+                   if instr.signal_count and instr.signal_sem == STORED]
+    program = list(binary.instructions)
+    program[last] = program[last].replace(wait_sem=0, wait_count=0)
+    program[signal] = program[signal].replace(signal_sem=0, signal_count=0)
+    planted = dataclasses.replace(binary, instructions=program)
+    with pytest.raises(RaceError, match="race"):
+        run_binary(planted, PRESETS["default"], network.random_inputs(3), checked=True)

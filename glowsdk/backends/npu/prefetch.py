@@ -21,7 +21,9 @@ last, they are in DRAM while its last row tile computes: the layer before loads 
 after a restated CONFIG_STORE behind the STORE of the last of those rows signals STORED, into a region of their
 own, and the next layer's first step waits PREFETCH for them as for its weights (where the row tile's later steps
 read its rows in their own slot, the second step loads a prefetched first chunk there again: only where the layer
-before is not DRAM-bound, since its rows cross the bus twice). Rows an earlier layer wrote (a
+before is not DRAM-bound, since its rows cross the bus twice). Where they begin in rows it stores before its last row
+tile and end in it (a strided 3 x 3 layer of one row tile after a 1 x 1 one of two), they load in two (`split_row`):
+the rows stored before once the last of them is, the rest after its last STORE, each LOAD behind its own STORED. Rows an earlier layer wrote (a
 residual block's projection reads the block's input) are in DRAM before the layer before begins: their load waits
 for nothing. So once the barrier passes the array starts at once (or before it: handoff.py). The region lies above both layers' buffers and clear of every other region in use while it
 is loaded or read: the weight blocks prefetched for the layer before, for this layer and for the one after, and
@@ -116,7 +118,7 @@ def plan_input_prefetches(layers: list[Layer], config: ArchConfig, across: dict[
         size = body.first_input_bytes()
         address = _place(size, [r for r in busy if r is not None], max(prev.spad_end(), body.spad_end()), config)
         if address is not None:
-            transfers = sum(op.mnemonic == "LOAD" for op in body.first_input(lambda tensor: 0, address))
+            transfers = sum(op.mnemonic == "LOAD" for op in first_input(prev, body, lambda tensor: 0, address))
             body.prefetched_input = (address, transfers)
             body.tiling = replace(body.tiling, expected=body.tiling.ahead_cycles)
 
@@ -151,7 +153,53 @@ def _stored_early(prev: GemmLayer, body: GemmLayer) -> bool:
         return True
     last_row = min(first + s.in_rows(oy1 - oy0) - 1, s.height - 1)
     end = last_row * src.row_stride + (s.width - 1) * src.pixel_stride + min(t.c, s.channels)
-    return end <= (prev.source.batch - 1) * r.batch_stride + prev.stored_early() * r.row_stride
+    return end <= (prev.source.batch - 1) * r.batch_stride + prev.stored_early() * r.row_stride or \
+        split_row(prev, body) is not None
+
+
+def split_row(prev: GemmLayer, body: GemmLayer) -> int | None:
+    """The image row from which `prev` stores the rest of `body`'s first input in its last row tile, where that input
+    (a whole first step's, one image's) begins in rows `prev` stores before it: those load once stored, the rest
+    after `prev`'s last STORE (`emit_ahead`), and the first product still runs before the barrier; None where the
+    input does not straddle the last row tile."""
+    s, src, r = body.shape, body.source, prev.result
+    if body.prefetched is None or body.gate or body.packing or body.groups != 1 or body.pool or body.window \
+            or body.tiling.images != 1 or src.batch != 1 or len(body.first_chunks()) > 1 or prev.pool \
+            or prev.tiling.images != 1 or prev.source.batch != 1 or len(prev.row_tiles()) < 2 \
+            or r.tensor is not src.tensor or (r.row_stride, r.pixel_stride) != (src.row_stride, src.pixel_stride):
+        return None
+    oy0, oy1 = body.row_tiles()[0]
+    first = oy0 * s.stride[0] - s.pads[0]
+    row = prev.stored_early()
+    return row if max(first, 0) < row <= min(first + s.in_rows(oy1 - oy0) - 1, s.height - 1) else None
+
+
+def _split(ops: list[Op], rows: int) -> list[Op]:
+    """A tile's input loads (`tile_loads.input_loads`: configuration, padding, one LOAD, padding reset) as two LOADs,
+    the first of `rows` image rows with the padding above, the second of the rest with the padding below."""
+    configure, pad, whole, reset = ops
+    if [op.mnemonic for op in ops] != ["CONFIG_LOAD", "CONFIG_PAD", "LOAD", "CONFIG_PAD"] or \
+            not 0 < rows < whole.fields["rows"]:
+        raise AssertionError("a plain row tile's input splits between two of its image rows")
+    f, p = whole.fields, pad.fields
+    pitch = (p["pad_left"] + f["cols"] + p["pad_right"]) * configure.fields["elem_bytes"]
+    return [configure, replace(pad, fields={**p, "pad_bottom": 0}), replace(whole, fields={**f, "rows": rows}),
+            replace(pad, fields={**p, "pad_top": 0}),
+            replace(whole, fields={**f, "rows": f["rows"] - rows,
+                                   "dram": f["dram"] + rows * configure.fields["row_stride"],
+                                   "sram": f["sram"] + (p["pad_top"] + rows) * pitch}), reset]
+
+
+def first_input(prev: GemmLayer, body: GemmLayer, base: Callable[[DramTensor], int], sram: int) -> list[Op]:
+    """The loads `prev` makes of `body`'s first input rows at `sram` (`GemmLayer.first_input`), in two where they
+    straddle its last row tile (`split_row`)."""
+    ops = body.first_input(base, sram)
+    row = split_row(prev, body)
+    if row is None:
+        return ops
+    s = body.shape
+    oy0 = body.row_tiles()[0][0]
+    return _split(ops, row - max(oy0 * s.stride[0] - s.pads[0], 0))
 
 
 def _overlaps(a: DramTensor, b: DramTensor) -> bool:
@@ -180,9 +228,10 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
                base: Callable[[DramTensor], int], constants: int, config: ArchConfig) -> list[tuple[int, int]]:
     """The prefetches a convolution layer makes for the next one, `after`: the first weight block where the load
     engine has room for it (`_room`), else after the layer's own last load; then, after that load, the first input
-    rows, whose first load waits for the STORE of the layer (from `em.layer_start`) that writes the last of them (a
-    CONFIG_STORE restated after it signals STORED). Returns each insertion into the layer's instructions, in order,
-    as (index, count), so positions taken before (the layer's tile marks) can be moved past them."""
+    rows, whose first load (each of the two `split_row` makes) waits for the STORE of the layer (from
+    `em.layer_start`) that writes the last of its rows (a CONFIG_STORE restated after it signals STORED). Returns
+    each insertion into the layer's instructions, in order, as (index, count), so positions taken before (the
+    layer's tile marks) can be moved past them."""
     inserted: list[tuple[int, int]] = []
     tail = _before_operands(em, layer, tiles, after, config)
     if after.prefetched is not None:
@@ -195,27 +244,33 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
     if after.prefetched_input is None:
         return inserted
     address, transfers = after.prefetched_input
-    ops = after.first_input(base, address)
+    ops = first_input(layer, after, base, address)
     written = _overlaps(layer.result.tensor, after.source.tensor)
-    writer, restated = _writer(em.instructions, em.layer_start, _reads(ops, config), config)
-    if (writer is None) == written or sum(op.mnemonic == "LOAD" for op in ops) != transfers:
+    # each LOAD's writer: the last STORE writing a byte it reads (two where the rows straddle the last row tile)
+    writers = [_writer(em.instructions, em.layer_start, _reads(ops[:k + 1], config)[-1:], config)
+               for k, op in enumerate(ops) if op.mnemonic == "LOAD"]
+    found = [w for w, _ in writers]
+    writer = max(found) if written and None not in found else None
+    if (writer is None) == written or len(writers) != transfers or written and found != sorted(found):
         raise AssertionError("a prefetched input the layer before writes is stored by it (and only such a one), "
-                             "in as many transfers as planned")
-    if written:
-        em.instructions.insert(writer + 1, restated.replace(wait_sem=0, wait_count=0, signal_sem=STORED,
-                                                            signal_count=1))
-        inserted.append((writer + 1, 1))
-    waited = not written  # (an input written before this layer began is in DRAM already: nothing to wait for)
+                             "in as many transfers as planned, in store order")
+    stores = sorted({w: restated for w, restated in writers if w is not None}.items(), reverse=True)
+    for at, restated in stores:  # (from the last: each index holds)
+        em.instructions.insert(at + 1, restated.replace(wait_sem=0, wait_count=0, signal_sem=STORED, signal_count=1))
+        inserted.append((at + 1, 1))
+    last = writer + len(stores) if stores else None  # (the last signal, behind the ones before it)
     loads = Emitter()
+    waited = None  # (an input written before this layer began is in DRAM already: nothing to wait for)
     for op in ops:
         if op.mnemonic != "LOAD":
             loads.emit(op)
             continue
-        loads.emit(op, Sync(wait=0 if waited else STORED, wait_count=0 if waited else 1, signal=PREFETCH,
-                            signal_count=1))
-        waited = True
-    where = _moved(tail, inserted)  # (after the weights, where they went there too; and after the STORE it waits for)
-    where = where if writer is None or where > writer + 1 else len(em.instructions)
+        mine = writers.pop(0)[0]
+        fresh = mine is not None and mine != waited
+        loads.emit(op, Sync(wait=STORED if fresh else 0, wait_count=int(fresh), signal=PREFETCH, signal_count=1))
+        waited = mine
+    where = _moved(tail, inserted)  # (after the weights, where they went there too; and after the STOREs it waits for)
+    where = where if last is None or where > last else len(em.instructions)
     em.instructions[where:where] = loads.instructions
     inserted.append((where, len(loads.instructions)))
     return inserted
