@@ -37,7 +37,8 @@ def server():
 
 
 def handed_off(npu) -> list[int]:
-    return [k for k, layer in enumerate(npu.compiled.layers) if getattr(layer.body, "prefetched_input", None)]
+    return [k for k, layer in enumerate(npu.compiled.layers)
+            if getattr(layer.body, "prefetched_input", None) or getattr(layer.body, "kept_input", None)]
 
 
 def test_layouts_move_and_the_moved_product_writes_its_first_slot_there(server):

@@ -83,19 +83,22 @@ def test_a_convolution_loads_the_first_weights_of_the_next_before_the_barrier():
     for k in fetched:
         body, before, mine = layers[k].body, binary.debug[k - 1], binary.debug[k]
         rows = body.prefetched_input[1] if body.prefetched_input else 0  # its first input rows too (prefetch.py)
+        kept = int(body.kept_input is not None)  # or a signal that the rows it reads are kept (kept_inputs.py)
         signals = [i for i in binary.instructions[before.start:before.stop]
                    if i.signal_count and i.signal_sem == PREFETCH]
-        assert [i.mnemonic for i in signals] == ["LOAD"] * (1 + rows) and signals[0].sram == body.prefetched
+        loads = [i for i in signals if i.mnemonic == "LOAD"]
+        assert sorted(i.mnemonic for i in signals) == ["CONFIG_STORE"] * kept + ["LOAD"] * (1 + rows)
+        assert loads[0].sram == body.prefetched
         # its first product waits for them, before the barrier if it reads nothing else (handoff.py)
-        waits = [i for i in binary.instructions[before.start if rows else mine.start:mine.stop]
-                 if i.wait_count and i.wait_sem == PREFETCH and i.wait_count == 1 + rows]
+        waits = [i for i in binary.instructions[before.start if rows or kept else mine.start:mine.stop]
+                 if i.wait_count and i.wait_sem == PREFETCH and i.wait_count == 1 + rows + kept]
         assert [i.mnemonic for i in waits][-1:] == ["CONFIG_MATMUL"]
-        assert layers[k - 1].body.spad_end() <= signals[0].sram and body.spad_end() <= signals[0].sram
+        assert layers[k - 1].body.spad_end() <= loads[0].sram and body.spad_end() <= loads[0].sram
     # a convolution's prologue (bias, requantize tables: the vector engine's) loads after its first step's input
-    # (where the layer before did not load all of it)
+    # (where the layer before did not load or keep all of it)
     for layer, ranged in zip(layers, binary.debug):
         body = layer.body
-        if layer.kind == "Conv" and not (body.prefetched_input and len(body.first_chunks()) < 2):
+        if layer.kind == "Conv" and not (body.prefetched_input and len(body.first_chunks()) < 2 or body.kept_input):
             loads = [i for i in binary.instructions[ranged.start:ranged.stop] if i.mnemonic == "LOAD"]
             assert loads[0].signal_sem == LOADED and any(i.signal_sem == TABLE for i in loads[1:])
 

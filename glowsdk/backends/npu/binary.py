@@ -23,6 +23,7 @@ from .accplace import place
 from .handoff import can_hand_off, hand_off
 from .layernorm import LayerNormLayer, TransposeLayer
 from .globalpool import GlobalPoolLayer
+from .kept_inputs import emit_kept_signal, plan_kept_inputs
 from .layers import CopyLayer, Layer, LayerBuilder
 from .operands_ahead import emit_operands_ahead, inserted_before_steps, plan_operand_prefetches
 from .overlap import RIDERS, Beside, Footprint, config_state, interleave, pair_layers
@@ -54,6 +55,8 @@ def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
             for where, count in inserted:
                 starts = [i + count if i >= where else i for i in starts]
             inserted += emit_operands_ahead(em, body, tiles, starts, before, after, base, config)
+        if after.kept_input is not None:
+            inserted.append(emit_kept_signal(em, body, after))
         for where, count in inserted:
             marks = [tuple(i + count if i >= where else i for i in mark) for mark in marks]
         return marks
@@ -127,6 +130,7 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
     across = plan_prefetches(layers, config)
     plan_input_prefetches(layers, config, across)
     plan_operand_prefetches(layers, config, across)
+    plan_kept_inputs(layers, config, across)
     workloads = []
     for k, (layer, after) in enumerate(zip(layers, [*layers[1:], None])):
         start = len(em.instructions)

@@ -225,6 +225,9 @@ class GemmLayer:
     """(scratchpad address, tiles): the first tiles requantize their result there, `operand_bytes` apart, and store it
     from there, where the next layer's tiles read it as their residual operand (operands_ahead.py)"""
     prefetched_input: tuple[int, int] | None = None
+    kept_input: tuple[int, int] | None = None
+    """(scratchpad address, row tiles): the first row tiles read their input rows there, where the layer before kept
+    its result (its `kept_results`; kept_inputs.py), image row y at address + y * width * channels, and load none"""
     """(scratchpad address, transfers) of the first step's input rows when the layer before loads them (prefetch.py)"""
     gate: ChannelGate | None = None
     """the per-channel gate each input tile is scaled by as it is loaded"""
@@ -427,7 +430,7 @@ class GemmLayer:
         (`expected.stream_rows`: the array starts on the first rows while the rest load); fewer than two: it
         does not."""
         s, t = self.shape, self.tiling
-        if self.packing or self.gate or self.split or min(t.images, self.source.batch) != 1:
+        if self.packing or self.gate or self.split or self.kept_input or min(t.images, self.source.batch) != 1:
             return []
         oy0, oy1 = self.row_tiles()[0]
         c, n = min(t.c, s.channels), min(t.n, s.out_channels)
@@ -494,6 +497,7 @@ class GemmLayer:
         stationary = t.c >= s.channels
         several = stationary and s.out_channels > t.n
         streamed = self.prefetched_input is not None and self.rereads_first_chunk()
+        kept_rows = self.kept_input[1] if self.kept_input else 0  # (read where the layer before kept them)
         # every output channel's bias first, loaded once (no tile's load waits for the vector engine), at the
         # layout's base: low in the accumulator (REQUANT addresses it in 19 bits, and an accumulator may hold 2^20
         # words), or where accplace.py moves the layout
@@ -543,6 +547,8 @@ class GemmLayer:
                         ahead = self.prefetched_input is not None and (g == 0 or stationary and row_tile == 0)
                         if ahead and len(chunks) <= 1 and not (g and streamed):
                             ins = self.prefetched_input[0]
+                        if row_tile < kept_rows:  # the layer before's result, where it kept it (kept_inputs.py)
+                            ins, ahead = self.kept_input[0] + oy0 * s.width * c, True
                         dram = source + b * self.source.batch_stride + c0
                         image = [] if ahead or stationary and n0 > 0 else input_loads(
                             s, self.source, self.x_zero, dram, oy0, oy1, c, ins) if images == 1 else stacked_loads(
@@ -556,7 +562,8 @@ class GemmLayer:
                             prepare = self.gate.rows(gate_row, gates, gates + s.channels, s.channels) + prepare
                         k = s.kh * s.kw * c
                         groups = self.packing.groups if self.packing else 1  # GMATMUL's weights: k rows of n / groups
-                        early = (PREFETCH, 1 + (self.prefetched_input[1] if self.prefetched_input else 0)) \
+                        early = (PREFETCH, 1 + (self.prefetched_input[1] if self.prefetched_input else 0)
+                                 + bool(self.kept_input)) \
                             if g == 0 and self.prefetched is not None else None
                         # the slot that holds this step's block: the step two back loaded it into this one, or (one
                         # block for the whole layer: no load ever replaces it) an earlier step into either
@@ -638,8 +645,8 @@ class GemmLayer:
                               STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
                                     space="spad", sram=out, planes=1, rows=rows, cols=width)]
                     tiles.append(Tile(steps, vector, stores, residuals))
-                if several and not (row_tile == 0 and self.prefetched_input and not streamed):  # its last step: the
-                    # input's last reader
+                if several and row_tile >= kept_rows and not (row_tile == 0 and self.prefetched_input and not streamed):
+                    # its last step: the input's last reader
                     next(step for tile in reversed(tiles) for step in reversed(tile.steps)).releases = True
         return prologue, tiles, config
 

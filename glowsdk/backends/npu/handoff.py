@@ -28,8 +28,9 @@ product."""
 
 def can_hand_off(body: object, config: ArchConfig) -> bool:
     """Whether a layer's first product reads only what the layer before loaded for it (its weight block and its
-    input rows), so that it may run before the barrier."""
-    return isinstance(body, GemmLayer) and body.prefetched is not None and body.prefetched_input is not None \
+    input rows) or kept for it (its input rows: kept_inputs.py), so that it may run before the barrier."""
+    return isinstance(body, GemmLayer) and body.prefetched is not None \
+        and (body.prefetched_input is not None or body.kept_input is not None) \
         and config.semaphores > HANDOFF
 
 
