@@ -223,7 +223,8 @@ class GemmLayer:
     (operands_ahead.py): tile i's are at address + (i * adds + a) * `operand_bytes`, and it loads none"""
     kept_results: tuple[int, int] | None = None
     """(scratchpad address, tiles): the first tiles requantize their result there, `operand_bytes` apart, and store it
-    from there, where the next layer's tiles read it as their residual operand (operands_ahead.py)"""
+    from there, where the next layer's tiles read it as their residual operand (operands_ahead.py) or its first row
+    tiles as their input (kept_inputs.py)"""
     prefetched_input: tuple[int, int] | None = None
     kept_input: tuple[int, int] | None = None
     """(scratchpad address, row tiles): the first row tiles read their input rows there, where the layer before kept
