@@ -37,7 +37,8 @@ from .vector import PoolLayer
 def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
                after: Any) -> list[tuple[int, int]]:
     """Emit one layer's instructions (and the first weights, input rows and residual operands of the layer `after`
-    it where it prefetches them), without its barrier; where each of its tiles and its tiles' vector work start (pipeline.emit_layer)."""
+    it where it prefetches them), without its barrier; where each of its tiles and its tiles' vector work start
+    (pipeline.emit_layer)."""
     def base(tensor: DramTensor) -> int:
         return getattr(plan, tensor.region).base + tensor.offset
 

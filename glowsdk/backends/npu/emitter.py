@@ -3,8 +3,9 @@
 Layers run one after another: each ends with its last STORE signalling `DONE` and a NOP that waits
 for it, a dispatcher barrier, so the next layer's loads see every byte this one wrote. Inside a layer
 the engines overlap freely, ordered only by the semaphores the pipelines place (`pipeline.py`); every
-signal a layer makes is consumed inside it, so all semaphores are back at zero at each barrier and
-can be reused by the next layer.
+signal a layer makes is consumed inside it, so its semaphores are back at zero at each barrier and
+can be reused by the next layer, except those that carry work across a barrier on purpose (PREFETCH,
+STORED, HANDOFF: prefetch.py, kept_inputs.py, handoff.py), which no other use shares.
 """
 from __future__ import annotations
 

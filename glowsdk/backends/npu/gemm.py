@@ -226,10 +226,10 @@ class GemmLayer:
     from there, where the next layer's tiles read it as their residual operand (operands_ahead.py) or its first row
     tiles as their input (kept_inputs.py)"""
     prefetched_input: tuple[int, int] | None = None
+    """(scratchpad address, transfers) of the first step's input rows when the layer before loads them (prefetch.py)"""
     kept_input: tuple[int, int] | None = None
     """(scratchpad address, row tiles): the first row tiles read their input rows there, where the layer before kept
     its result (its `kept_results`; kept_inputs.py), image row y at address + y * width * channels, and load none"""
-    """(scratchpad address, transfers) of the first step's input rows when the layer before loads them (prefetch.py)"""
     gate: ChannelGate | None = None
     """the per-channel gate each input tile is scaled by as it is loaded"""
     swapped: bool = False

@@ -2,7 +2,8 @@
 
 A layer ends with its last tile's vector work and stores, the array idle, then the barrier (emitter.py); only
 after it does the next layer's first MATMUL start. Where the layer before loaded both of that product's
-operands, its weight block and its input rows (prefetch.py: each signals PREFETCH), the product reads nothing
+operands, its weight block and its input rows (prefetch.py: each signals PREFETCH; or rows the layer before kept in
+the scratchpad for it, kept_inputs.py), the product reads nothing
 the barrier orders: it is moved in front of the barrier, so the array computes it while the layer before's last
 tiles are requantized and stored. What it writes, accumulator rows of its tile, the layer before may still read
 (its tiles' rows and its bias row may lie at the same addresses; accplace.py places them where it reads them
@@ -22,8 +23,8 @@ from .gemm import GemmLayer
 from .pipeline import CLAMP_RESET, PREFETCH
 
 HANDOFF = 28
-"""Signalled once by the layer before's vector engine after its last vector work; waited on before the moved
-product."""
+"""Signalled once by a configuration op of the layer before's vector engine right after the instruction accplace.py
+finds last touching the moved product's accumulator words; waited on before the moved product."""
 
 
 def can_hand_off(body: object, config: ArchConfig) -> bool:

@@ -66,7 +66,8 @@ def _reads_result(prev: GemmLayer, body: GemmLayer) -> bool:
     time (every output channel in one tile), and `prev` keeps no result for anything else nor loads `body`'s residual
     operands; `body`'s weight block is prefetched (its first step waits PREFETCH)."""
     p, s, r, src = prev.shape, body.shape, prev.result, body.source
-    return prev.kept_results is None and body.ahead_operands is None and not prev.pool and not prev.window and prev.groups == 1 \
+    return prev.kept_results is None and body.ahead_operands is None and not prev.pool and not prev.window \
+        and prev.groups == 1 \
         and prev.tiling.images == 1 and prev.source.batch == 1 and prev.tiling.n >= p.out_channels \
         and (r.pixel_stride, r.row_stride) == (p.out_channels, p.out_width * p.out_channels) \
         and prev.operand_bytes() == prev.tiling.rows * p.out_width * p.out_channels \

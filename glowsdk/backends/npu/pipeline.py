@@ -31,8 +31,9 @@ PRODUCTS = ("MATMUL", "GMATMUL")
 OPERAND, OPFREE = 16, 18
 """Per-slot pairs: a tile's vector operands loaded; their buffers free again (the vector engine is done)."""
 PREFETCH = 20
-"""Signalled across a barrier: the load of a layer's first weight block that the layer before made (prefetch.py),
-waited on by that first step's matrix work."""
+"""Signalled across a barrier (or two, across an element-wise layer): the loads the layer before made for a layer's
+first step, its weight block and its input rows (prefetch.py), or the restated CONFIG_STORE after the last kept
+result that step reads (kept_inputs.py); waited on, all at once, by that first step's matrix work."""
 PREPARED = 22
 """Per-slot pair: a step's operands prepared by the vector engine (`Step.prepare`), waited on by its matrix work."""
 IFREE = 24

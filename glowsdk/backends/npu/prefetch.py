@@ -1,33 +1,35 @@
 """Weights across a barrier: a convolution layer (a depthwise one too) loads the next one's first weight block.
 
-Layers run one after another (emitter.py): the next layer's first step waits for the barrier, then for its
-input rows and its weight block, before the array starts. The weights are constants, which no layer writes,
-so their load need not wait: the layer before issues it where its load engine has room, else after its own last
-load (or before its last tile's residual operand, where the next layer's first product hides the drain that delays),
-while its array, vector engine and stores finish, into the top of the scratchpad, above both layers' buffers. The load signals PREFETCH; the next layer's first step waits for it before its matrix work
-instead of loading the block. On big arrays the layers are short and this load is a large part of each
-(server preset, resnet50: about 80k of 1.9M cycles).
+Layers run one after another (emitter.py): the next layer's first step waits for the barrier, then for its input
+rows and its weight block, before the array starts. The weights are constants, which no layer writes, so their load
+need not wait: the layer before issues it where its load engine has room, else after its own last load (or before
+its last tile's residual operand, where the next layer's first product hides the drain that delays), while its
+array, vector engine and stores finish, into the top of the scratchpad, above both layers' buffers. The load
+signals PREFETCH; the next layer's first step waits for it before its matrix work instead of loading the block. On
+big arrays the layers are short and this load is a large part of each (server preset, resnet50: about 80k of 1.9M
+cycles).
 
 A fully connected layer whose input an element-wise layer makes (resnet50's classifier: the pooled row rescaled)
 has its first weight block loaded by the convolution before that one, across both barriers, above the element-wise
 layer's buffers too (`plan_prefetches`), so that only its input load, no longer the weights', follows the barrier.
 
-The region is free while the layer before runs: its buffers end below it, and the block it read from there
-itself (if the layer before it prefetched one) was read by its first step's matrix work, which its third
-step's loads wait for; so a layer that was prefetched prefetches for the next only if it has three steps.
+The region is free while the layer before runs: its buffers end below it, and the block it read from there itself
+(if the layer before it prefetched one) was read by its first step's matrix work, which its third step's loads wait
+for; so a layer that was prefetched prefetches for the next only if it has three steps.
 
 The next layer's first input rows are the layer before's result, but where it writes them in a row tile before its
 last, they are in DRAM while its last row tile computes: the layer before loads them too (`plan_input_prefetches`),
 after a restated CONFIG_STORE behind the STORE of the last of those rows signals STORED, into a region of their
 own, and the next layer's first step waits PREFETCH for them as for its weights (where the row tile's later steps
 read its rows in their own slot, the second step loads a prefetched first chunk there again: only where the layer
-before is not DRAM-bound, since its rows cross the bus twice). Where they begin in rows it stores before its last row
-tile and end in it (a strided 3 x 3 layer of one row tile after a 1 x 1 one of two), they load in two (`split_row`):
-the rows stored before once the last of them is, the rest after its last STORE, each LOAD behind its own STORED. Rows an earlier layer wrote (a
-residual block's projection reads the block's input) are in DRAM before the layer before begins: their load waits
-for nothing. So once the barrier passes the array starts at once (or before it: handoff.py). The region lies above both layers' buffers and clear of every other region in use while it
-is loaded or read: the weight blocks prefetched for the layer before, for this layer and for the one after, and
-the input region of the layer before.
+before is not DRAM-bound, since its rows cross the bus twice). Where they begin in rows it stores before its last
+row tile and end in it (a strided 3 x 3 layer of one row tile after a 1 x 1 one of two), they load in two
+(`split_row`): the rows stored before once the last of them is, the rest after its last STORE, each LOAD behind its
+own STORED. Rows an earlier layer wrote (a residual block's projection reads the block's input) are in DRAM before
+the layer before begins: their load waits for nothing. So once the barrier passes the array starts at once (or
+before it: handoff.py). The region lies above both layers' buffers and clear of every other region in use while it
+is loaded or read: the weight blocks prefetched for the layer before, for this layer and for the one after, and the
+input region of the layer before.
 """
 from __future__ import annotations
 
@@ -297,7 +299,8 @@ def _before_operands(em: Emitter, layer: GemmLayer, tiles: list[Tile], after: Ge
 
 def _vector_cycles(ops: list[Op], config: ArchConfig) -> int:
     """The cycles a list of vector-engine operations occupies it."""
-    return sum(static_cycles(instr, registers, config) or 0 for instr, registers in with_registers(_instrs(ops), config))
+    return sum(static_cycles(instr, registers, config) or 0
+               for instr, registers in with_registers(_instrs(ops), config))
 
 
 def _moved(index: int, inserted: list[tuple[int, int]]) -> int:
