@@ -28,6 +28,7 @@ from .layers import CopyLayer, Layer, LayerBuilder
 from .operands_ahead import emit_operands_ahead, inserted_before_steps, plan_operand_prefetches
 from .overlap import RIDERS, Beside, Footprint, config_state, interleave, pair_layers
 from .pipeline import emit_layer
+from .rowplan import plan_first_rows
 from .prefetch import emit_ahead, emit_prefetch, plan_input_prefetches, plan_prefetches
 from .softmax import SoftmaxLayer
 from .tensors import DramTensor, tensor_info
@@ -129,6 +130,8 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
     if any(isinstance(layer.body, RIDERS) for layer in layers):
         layers = pair_layers(layers, lambda layer: _footprint(layer, config, plan), config)
     across = plan_prefetches(layers, config)
+    plan_first_rows(layers, config, across)  # (the rows whose first input the layer before can load: with the regions
+    # above)
     plan_input_prefetches(layers, config, across)
     plan_operand_prefetches(layers, config, across)
     plan_kept_inputs(layers, config, across)

@@ -22,14 +22,15 @@ from .step_cost import (STEP_OVERHEAD_CYCLES, ConvShape, CostedLayer, Pitches, S
 def expected(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, extra: int = 0,
              vector_passes: int = 1, pitches: Pitches | None = None, input_passes: int = 0,
              packed: int = 1, images: int = 1, batch: int = 1, products: int = 1, pooled: bool = False,
-             halve: bool = False, tables: tuple[int, ...] = ()) -> tuple[float, float, float]:
+             halve: bool = False, tables: tuple[int, ...] = (), first: int = 0) -> tuple[float, float, float]:
     """(cycles, cycles when the layer before loads the first weight block, and when it loads that block and the
     first step's input rows too: prefetch.py) per image of
     `batch` images' tiles of `rows` x `n` x `c`, `images` stacked to a tile (see the module docstring); the vector
     engine makes `input_passes` over each input tile loaded, between its load and the array. With `packed` groups,
     each step is a GMATMUL of that many groups (a group's K and N are those of the step over the groups). With
     `products`, each step is that many products of equal parts of its pixels; with `pooled`, a tile stores its rows
-    3x3 stride-2 max pooled. The row tiles are `row_tile_sizes` (`halve`: the end tiles halved), the first step
+    3x3 stride-2 max pooled. The row tiles are `row_tile_sizes` (`halve`: the end tiles halved; a `first` tile
+    of that many rows, rowplan.py's), the first step
     streamed where the generator streams it (`first_step`). The prologue loads the bias and `tables` (their bytes:
     the requantize table, the epilogue's lookup tables, a channel gate's row) after the first step's loads
     (pipeline.emit_layer's late prologue): the vector engine's first work waits for them."""
@@ -49,7 +50,7 @@ def expected(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
     block = ahead = (0.0, 0.0, 0.0)
     """the first weight block's load, and the first step's prefetched input rows' (with the block): their
     latencies, their request-cycles in the window, their bus cycles"""
-    sizes = row_tile_sizes(s, rows, n, config, packed, halve)
+    sizes = row_tile_sizes(s, rows, n, config, packed, halve, first)
     uneven = len(split(s.out_channels, n)) > 1 or len(split(s.channels, c)) > 1
     stall = row_read = 0.0
     """the array's waits for loads in a row tile of steps of uneven sizes (`_period`), over every row tile"""

@@ -244,6 +244,8 @@ class GemmLayer:
     split: bool = False
     """with `window`: each step computes the tile's even columns, then its odd ones, two products whose results
     lie one block after the other, so that the pool's maxima across are whole rows (window.py)"""
+    first_rows: int = 0
+    """the first row tile's output rows where rowplan.py plans them (at most the tiling's `rows`); 0: the tiling's"""
 
     @staticmethod
     def plan(shape: ConvShape, config: ArchConfig, source: Image, result: Image, filters: np.ndarray,
@@ -405,7 +407,7 @@ class GemmLayer:
         reload between row tiles) and no residual operand (whose loads the smaller tiles would multiply) the
         first and the last tile are halved where the halves take no more array cycles than the whole: the array
         starts after a smaller load, and less vector work and store follow its last step (pipeline fill and
-        drain)."""
+        drain); a first tile `first_rows` long where rowplan.py plans one."""
         s, t = self.shape, self.tiling
         operands = any(isinstance(op, AddTensor) for op in self.epilogue)  # more loads to a DRAM-bound layer
         halve = len(self.weights) == 1 and t.c >= s.channels and not self.pool and not self.window and not operands
@@ -414,7 +416,8 @@ class GemmLayer:
             sizes = [t.rows - 1, *row_tile_sizes(replace(s, out_height=s.out_height - t.rows + 1), t.rows, t.n,
                                                  self.config)]
         else:
-            sizes = row_tile_sizes(s, t.rows, t.n, self.config, self.packing.groups if self.packing else 1, halve)
+            sizes = row_tile_sizes(s, t.rows, t.n, self.config, self.packing.groups if self.packing else 1, halve,
+                                   self.first_rows)
         bounds = [0]
         for size in sizes:
             bounds.append(bounds[-1] + size)

@@ -104,25 +104,33 @@ def emit_prefetch(em: Emitter, body: GemmLayer, constants: int) -> None:
 def plan_input_prefetches(layers: list[Layer], config: ArchConfig, across: dict[int, GemmLayer]) -> None:
     """Mark each prefetched convolution layer whose first input rows the convolution layer before writes before its
     last row tile, or does not write at all (`GemmLayer.prefetched_input`: where they go, in how many transfers),
-    where a region fits (clear of the weights it loads for the layer after it, or `across` an element-wise one)."""
-    if config.semaphores <= STORED:
-        return
+    where a region fits (`input_region`: clear of the weights it loads for the layer after it, or `across` an
+    element-wise one)."""
     bodies = [layer.body for layer in layers]
     for k, (prev, body) in enumerate(zip(bodies, bodies[1:])):
-        if not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer) or not _stored_early(prev, body):
-            continue
-        if body.rereads_first_chunk() and _memory_bound(prev, config):
-            continue  # (its rows are loaded twice: the layer before has no DRAM time to spare for the first load)
-        after = across.get(k + 1, bodies[k + 2] if k + 2 < len(bodies) else None)
-        busy = [_weights(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
-        if prev.prefetched_input is not None:
-            busy.append((prev.prefetched_input[0], prev.prefetched_input[0] + prev.first_input_bytes()))
-        size = body.first_input_bytes()
-        address = _place(size, [r for r in busy if r is not None], max(prev.spad_end(), body.spad_end()), config)
-        if address is not None:
-            transfers = sum(op.mnemonic == "LOAD" for op in first_input(prev, body, lambda tensor: 0, address))
-            body.prefetched_input = (address, transfers)
+        region = input_region(prev, body, across.get(k + 1, bodies[k + 2] if k + 2 < len(bodies) else None), config)
+        if region is not None:
+            body.prefetched_input = region
             body.tiling = replace(body.tiling, expected=body.tiling.ahead_cycles)
+
+
+def input_region(prev: object, body: object, after: object, config: ArchConfig) -> tuple[int, int] | None:
+    """(scratchpad address, transfers) of `body`'s first input rows where the convolution layer `prev` before it can
+    load them (`_stored_early`), clear of the weight blocks prefetched for `prev`, `body` and the layer `after` and of
+    `prev`'s own prefetched input; None where it cannot. Pure: rowplan.py asks it of row tilings it weighs."""
+    if config.semaphores <= STORED or not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer) \
+            or not _stored_early(prev, body):
+        return None
+    if body.rereads_first_chunk() and _memory_bound(prev, config):
+        return None  # (its rows are loaded twice: the layer before has no DRAM time to spare for the first load)
+    busy = [_weights(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
+    if prev.prefetched_input is not None:
+        busy.append((prev.prefetched_input[0], prev.prefetched_input[0] + prev.first_input_bytes()))
+    size = body.first_input_bytes()
+    address = _place(size, [r for r in busy if r is not None], max(prev.spad_end(), body.spad_end()), config)
+    if address is None:
+        return None
+    return address, sum(op.mnemonic == "LOAD" for op in first_input(prev, body, lambda tensor: 0, address))
 
 
 def _memory_bound(layer: GemmLayer, config: ArchConfig) -> bool:

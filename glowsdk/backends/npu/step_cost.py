@@ -112,13 +112,15 @@ def image_runs(rows: int, width: int, c: int, pitch: int, offset: int) -> tuple[
 
 
 def row_tile_sizes(shape: ConvShape, rows: int, n: int, config: ArchConfig, packed: int = 1,
-                   halve: bool = False) -> list[int]:
+                   halve: bool = False, first: int = 0) -> list[int]:
     """Output rows of each row tile in order: `rows` each, the last the remainder; with `halve`, the first and the
     last tile cut in two where the halves take the array no more cycles than the whole: the array starts after a
-    smaller load, and less vector work and store follow its last step (pipeline fill and drain)."""
-    sizes = [min(rows, shape.out_height - oy0) for oy0 in range(0, shape.out_height, rows)]
+    smaller load, and less vector work and store follow its last step (pipeline fill and drain). A `first` tile of
+    that many rows (at most `rows`; 0: none) comes before the others, and is not halved (rowplan.py plans it)."""
+    sizes = [first] if first else []
+    sizes += [min(rows, shape.out_height - oy0) for oy0 in range(first, shape.out_height, rows)]
     if halve and len(sizes) > 1:
-        for at in (0, -1):
+        for at in (-1,) if first else (0, -1):
             whole = sizes[at]
             half = [whole // 2, whole - whole // 2]
             if half[0] and sum(step_array_cycles(shape, h, n, config, packed) for h in half) <= \
