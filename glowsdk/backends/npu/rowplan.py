@@ -20,6 +20,8 @@ still is.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from isa.config import ArchConfig
@@ -31,7 +33,7 @@ from .gemm import GemmLayer, prologue_loads
 from .layers import Layer
 from .prefetch import input_region
 from .step_cost import Pitches, split
-from .tiling import Tiling, _fits, halves
+from .tiling import Tiling, fits, halves
 
 
 MAX_CHANGE = 1
@@ -66,9 +68,10 @@ def plan_first_rows(layers: list[Layer], config: ArchConfig, across: dict[int, G
     for k in range(1, len(bodies)):
         prev, body, after = bodies[k - 1], bodies[k], afters[k]
         current: dict = {}
+        ranked = sorted(states[-1].items(), key=lambda item: item[1][0], reverse=True)  # (ties: the first found)
         for i, option in enumerate(options[k]):
             change = _change(body, option)
-            for (j, region), (score, _) in sorted(states[-1].items(), key=lambda item: item[1][0], reverse=True):
+            for (j, region), (score, _) in ranked:
                 got = _region(prev, options[k - 1][j], region, body, option, after, config)
                 if got is None and kept[k] or not _no_slower(body, option, options[k][0], got is not None):
                     continue
@@ -97,14 +100,13 @@ def _region(prev: object, prev_option: Option | None, prev_region: tuple[int, in
     """`prefetch.input_region` of `body` in `option` after `prev` in its option with its prefetched input region."""
     if not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer):
         return None
-    saved = (prev.first_rows, prev.tiling, prev.prefetched_input, body.first_rows, body.tiling)
-    _apply(prev, prev_option)
+    saved = prev.prefetched_input
     prev.prefetched_input = prev_region
-    _apply(body, option)
     try:
-        return input_region(prev, body, after, config)
+        with _trying(prev, prev_option), _trying(body, option):
+            return input_region(prev, body, after, config)
     finally:
-        prev.first_rows, prev.tiling, prev.prefetched_input, body.first_rows, body.tiling = saved
+        prev.prefetched_input = saved
 
 
 def _prefetched(bodies: list[object], afters: list[object], config: ArchConfig) -> list[bool]:
@@ -123,6 +125,17 @@ def _apply(body: object, option: Option | None) -> None:
         body.first_rows, body.tiling = option.first, option.tiling
 
 
+@contextmanager
+def _trying(body: GemmLayer, option: Option | None) -> Iterator[GemmLayer]:
+    """The layer in an option for the `with` block, as it was after it."""
+    saved = body.first_rows, body.tiling
+    _apply(body, option)
+    try:
+        yield body
+    finally:
+        body.first_rows, body.tiling = saved
+
+
 def _change(body: object, option: Option | None) -> int:
     """How many rows an option's first tile differs from the tiling's own."""
     if option is None or not option.first:
@@ -131,22 +144,19 @@ def _change(body: object, option: Option | None) -> int:
 
 
 def _default_first(body: GemmLayer) -> int:
-    saved = body.first_rows, body.tiling
-    body.first_rows = 0
-    try:
+    """The rows of a layer's first tile in its tiling's own row tiles."""
+    with _trying(body, Option(0, body.tiling, ())):
         oy0, oy1 = body.row_tiles()[0]
-        return oy1 - oy0
-    finally:
-        body.first_rows, body.tiling = saved
+    return oy1 - oy0
 
 
 def _options(body: object, after: object, config: ArchConfig) -> list[Option | None]:
     """A layer's ways to tile its rows, its tiling's own first (None: a layer the plan leaves alone): every first
     tile of a plain convolution tiled over rows that costs the array no more cycles in no more row tiles, and
     the layer no more expected cycles (`_expected`) in some state of its prefetches (`_no_slower` picks by the
-    state), whose first step streams only where the tiling's does, whose buffers fit the SRAMs
-    below the weight blocks prefetched for it and for the layer `after` (and that keeps three steps where both
-    are prefetched: plan_prefetches' condition)."""
+    state), whose first step streams only where the tiling's does, at most `MAX_CHANGE` rows from the tiling's,
+    whose buffers fit the SRAMs below the weight blocks prefetched for it and for the layer `after` (and that keeps
+    three steps where both are prefetched: plan_prefetches' condition)."""
     if not isinstance(body, GemmLayer) or body.groups != 1 or body.packing or body.gate or body.pool \
             or body.window or body.split or body.tiling.images != 1 or body.first_rows:
         return [None]
@@ -168,7 +178,7 @@ def _options(body: object, after: object, config: ArchConfig) -> list[Option | N
         rest = -(-(s.out_height - first) // (len(sizes) - 1))
         for rows in sorted({max(t.rows, first), max(first, rest)}):
             option = Option(first, replace(t, rows=rows), ())
-            if not _fits(s, option.tiling, limit - reserved, config.accumulator_bytes // 4):
+            if not fits(s, option.tiling, limit - reserved, config.accumulator_bytes // 4):
                 continue
             if len(_sizes(body, option)) > len(sizes) or _array(body, option, config) > cost \
                     or streams < _streams(body, option):
@@ -176,11 +186,9 @@ def _options(body: object, after: object, config: ArchConfig) -> list[Option | N
             option = replace(option, cycles=_expected(body, option, config))
             if not any(a <= b for a, b in zip(option.cycles, default.cycles)):
                 continue
-            saved = body.first_rows, body.tiling
-            _apply(body, option)
-            few = body.steps() < 3 and body.prefetched is not None and isinstance(after, GemmLayer) \
-                and after.prefetched is not None and steps >= 3
-            body.first_rows, body.tiling = saved
+            with _trying(body, option):
+                few = body.steps() < 3 and body.prefetched is not None and isinstance(after, GemmLayer) \
+                    and after.prefetched is not None and steps >= 3
             if not few:
                 chosen.append(option)
                 break
@@ -190,12 +198,8 @@ def _options(body: object, after: object, config: ArchConfig) -> list[Option | N
 def _streams(body: GemmLayer, option: Option) -> bool:
     """Whether a layer's first step streams in an option (`GemmLayer.first_chunks`): the layer before would load
     only its first chunk, the rest loads after the barrier while the array waits."""
-    saved = body.first_rows, body.tiling
-    _apply(body, option)
-    try:
+    with _trying(body, option):
         return len(body.first_chunks()) > 1
-    finally:
-        body.first_rows, body.tiling = saved
 
 
 def _expected(body: GemmLayer, option: Option, config: ArchConfig) -> tuple[float, float, float]:
@@ -211,25 +215,17 @@ def _expected(body: GemmLayer, option: Option, config: ArchConfig) -> tuple[floa
 
 def _sizes(body: GemmLayer, option: Option) -> list[int]:
     """The row tiles' sizes of a layer in an option."""
-    saved = body.first_rows, body.tiling
-    _apply(body, option)
-    try:
+    with _trying(body, option):
         return [b - a for a, b in body.row_tiles()]
-    finally:
-        body.first_rows, body.tiling = saved
 
 
 def _array(body: GemmLayer, option: Option, config: ArchConfig) -> int:
     """The array's cycles for a layer's products in an option: each row tile's steps, each product in its better
     dataflow, the first step's chunks apart where it streams (`GemmLayer.first_chunks`)."""
     s, t = body.shape, body.tiling
-    saved = body.first_rows, body.tiling
-    _apply(body, option)
-    try:
+    with _trying(body, option):
         sizes = [b - a for a, b in body.row_tiles()]
         chunks = [b - a for a, b in body.first_chunks()]
-    finally:
-        body.first_rows, body.tiling = saved
 
     def product(rows: int, k: int, n: int) -> int:
         return min(matmul_cycles(rows * s.out_width, k, n, flow, config) for flow in config.dataflows)

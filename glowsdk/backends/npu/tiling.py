@@ -148,7 +148,7 @@ def choose_tiling(shape: ConvShape, config: ArchConfig, reserved_spad: int, extr
             for images in range(1, (batch if rows == shape.out_height else 1) + 1):
                 tiling = Tiling(shape.out_height if images > 1 else rows, n, c, 0, 0.0, extra_buffers,
                                 images=images)
-                if images > 1 and not _fits(shape, tiling, spad, words):
+                if images > 1 and not fits(shape, tiling, spad, words):
                     break
                 options.append(costed(tiling))
             fullest.append((min(options, key=lambda t: t.cycles), rows))
@@ -351,14 +351,14 @@ def _largest_rows(shape: ConvShape, n: int, c: int, spad: int, acc_words: int, e
         2 * align(s.kh * s.kw * c * n // packed)
     rows = min(s.out_height, max(0, (spad - fixed) // per_row),
                max(0, acc_words - s.out_channels) // (2 * s.out_width * n))
-    while rows > 0 and not _fits(s, Tiling(rows, n, c, 0, 0.0, extra, packed), spad, acc_words):
+    while rows > 0 and not fits(s, Tiling(rows, n, c, 0, 0.0, extra, packed), spad, acc_words):
         rows -= 1
-    while rows < s.out_height and _fits(s, Tiling(rows + 1, n, c, 0, 0.0, extra, packed), spad, acc_words):
+    while rows < s.out_height and fits(s, Tiling(rows + 1, n, c, 0, 0.0, extra, packed), spad, acc_words):
         rows += 1
     return rows
 
 
-def _fits(shape: ConvShape, tiling: Tiling, spad: int, acc_words: int) -> bool:
+def fits(shape: ConvShape, tiling: Tiling, spad: int, acc_words: int) -> bool:
     """Whether a tiling's buffers fit both SRAMs twice over, next to the bias row of every output channel."""
     pixels = tiling.array_rows(shape) * shape.out_width
     return (tiling.spad_bytes(shape) <= spad and 2 * pixels * tiling.n + shape.out_channels <= acc_words
