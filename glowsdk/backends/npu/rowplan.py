@@ -161,8 +161,7 @@ def _options(body: object, after: object, config: ArchConfig) -> list[Option | N
             or body.window or body.split or body.tiling.images != 1 or body.first_rows:
         return [None]
     t, s = body.tiling, body.shape
-    default = Option(0, t, ())
-    default = replace(default, cycles=_expected(body, default, config))
+    default = Option(0, t, ())  # (its expected cycles once another option needs them: the model takes time)
     sizes = _sizes(body, default)
     if len(sizes) < 2:
         return [None]
@@ -184,6 +183,7 @@ def _options(body: object, after: object, config: ArchConfig) -> list[Option | N
                     or streams < _streams(body, option):
                 continue  # (more row tiles: more loads of the input, of weight blocks the row tiles do not share)
             option = replace(option, cycles=_expected(body, option, config))
+            default = default if default.cycles else replace(default, cycles=_expected(body, default, config))
             if not any(a <= b for a, b in zip(option.cycles, default.cycles)):
                 continue
             with _trying(body, option):
@@ -192,7 +192,7 @@ def _options(body: object, after: object, config: ArchConfig) -> list[Option | N
             if not few:
                 chosen.append(option)
                 break
-    return chosen
+    return [default, *chosen[1:]]
 
 
 def _streams(body: GemmLayer, option: Option) -> bool:
