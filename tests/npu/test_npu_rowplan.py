@@ -10,7 +10,7 @@ import pytest
 
 from glowsdk.backends.npu.gemm import GemmLayer
 from glowsdk.backends.npu.pipeline import PREFETCH, STORED
-from glowsdk.backends.npu.prefetch import input_region
+from glowsdk.backends.npu.prefetch import input_region, split_row
 from glowsdk.backends.npu.step_cost import step_array_cycles
 from isa import PRESETS
 
@@ -46,12 +46,13 @@ def test_the_first_1x1_tile_is_planned_a_row_longer_for_the_3x3_after_it(compile
     # the array's cycles: the same folds for 8 + 6 rows of 14 pixels as for 7 + 7
     assert sum(step_array_cycles(first.shape, rows, first.tiling.n, config) for rows in (8, 6)) == \
         2 * step_array_cycles(first.shape, 7, first.tiling.n, config)
-    # the tiling's own rows: the 3x3 layer's first input is the layer before's last tile's (no early load)
+    # the tiling's own rows: the 3x3 layer's first input ends in the layer before's last tile (row 7 loads after
+    # its last STORE, split_row), planned it is all stored before it, one load
     unplanned = dataclasses.replace(first, first_rows=0, tiling=dataclasses.replace(first.tiling, rows=7))
-    assert unplanned.stored_early() == 7
+    assert unplanned.stored_early() == 7 and split_row(unplanned, conv3) == 7
+    assert split_row(first, conv3) is None and conv3.prefetched_input[1] == 1
     after = compiled.compiled.layers[k1 + 1].body
-    assert input_region(unplanned, conv3, after, config) is None
-    assert input_region(first, conv3, after, config) is not None
+    assert input_region(first, conv3, after, config) == conv3.prefetched_input
 
 
 def test_the_layer_before_loads_the_planned_first_input_after_the_store_of_its_last_row(compiled):

@@ -12,7 +12,8 @@ choice runs along the chain of layers.
 
 `plan_first_rows` chooses every convolution's first row tile at once, by dynamic programming over the layers in
 order: the most layers whose first input the layer before loads (exactly as `prefetch.input_region` decides,
-every region placed), then the least change from the tiling's own first tiles. A layer keeps its tiling's array
+every region placed), then the most of them whose rows it stores before its last row tile (not split, whose last
+rows load after its last STORE: `prefetch.split_row`), then the least change from the tiling's own first tiles. A layer keeps its tiling's array
 cycles or fewer, its buffers fit the SRAMs (a first tile longer than the tiling's rows lengthens them, and the
 other tiles may take up to that many), below the weight blocks the layers before and after load for it
 (prefetch.plan_prefetches, which runs first), and every layer whose first input is loaded early without the plan
@@ -31,7 +32,7 @@ from .epilogue import AddTensor, vector_passes
 from .expected import expected
 from .gemm import GemmLayer, prologue_loads
 from .layers import Layer
-from .prefetch import input_region
+from .prefetch import input_region, split_row
 from .step_cost import Pitches, split
 from .tiling import Tiling, fits, halves
 
@@ -63,8 +64,10 @@ def plan_first_rows(layers: list[Layer], config: ArchConfig, across: dict[int, G
     if all(len(o) == 1 for o in options):
         return
     kept = _prefetched(bodies, afters, config)
-    # states of each layer: (option, its prefetched input region) -> ((inputs loaded early, -change), back pointer)
-    states: list[dict] = [{(i, None): ((0, -_change(bodies[0], option)), None) for i, option in enumerate(options[0])}]
+    # states of each layer: (option, its prefetched input region) -> ((inputs loaded early, of them whole before the
+    # layer before's last row tile, -change), back pointer)
+    states: list[dict] = [{(i, None): ((0, 0, -_change(bodies[0], option)), None)
+                           for i, option in enumerate(options[0])}]
     for k in range(1, len(bodies)):
         prev, body, after = bodies[k - 1], bodies[k], afters[k]
         current: dict = {}
@@ -72,11 +75,11 @@ def plan_first_rows(layers: list[Layer], config: ArchConfig, across: dict[int, G
         for i, option in enumerate(options[k]):
             change = _change(body, option)
             for (j, region), (score, _) in ranked:
-                got = _region(prev, options[k - 1][j], region, body, option, after, config)
+                got, whole = _region(prev, options[k - 1][j], region, body, option, after, config)
                 if got is None and kept[k] or not _no_slower(body, option, options[k][0], got is not None):
                     continue
                 key = (i, got)
-                value = (score[0] + (got is not None), score[1] - change)
+                value = (score[0] + (got is not None), score[1] + whole, score[2] - change)
                 if key not in current or value > current[key][0]:
                     current[key] = (value, (j, region))
         states.append(current)
@@ -96,15 +99,18 @@ def _no_slower(body: object, option: Option | None, default: Option | None, ahea
 
 
 def _region(prev: object, prev_option: Option | None, prev_region: tuple[int, int] | None, body: object,
-            option: Option | None, after: object, config: ArchConfig) -> tuple[int, int] | None:
-    """`prefetch.input_region` of `body` in `option` after `prev` in its option with its prefetched input region."""
+            option: Option | None, after: object, config: ArchConfig) -> tuple[tuple[int, int] | None, bool]:
+    """`prefetch.input_region` of `body` in `option` after `prev` in its option with its prefetched input region,
+    and whether the rows it loads there are all stored before `prev`'s last row tile (not `prefetch.split_row`'s:
+    whose rest loads after `prev`'s last STORE, which the first product then waits for)."""
     if not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer):
-        return None
+        return None, False
     saved = prev.prefetched_input
     prev.prefetched_input = prev_region
     try:
         with _trying(prev, prev_option), _trying(body, option):
-            return input_region(prev, body, after, config)
+            region = input_region(prev, body, after, config)
+            return region, region is not None and split_row(prev, body) is None
     finally:
         prev.prefetched_input = saved
 
@@ -114,7 +120,7 @@ def _prefetched(bodies: list[object], afters: list[object], config: ArchConfig) 
     layer's weight loads for `afters`)."""
     loaded, region = [False], None
     for k in range(1, len(bodies)):
-        region = _region(bodies[k - 1], None, region, bodies[k], None, afters[k], config)
+        region, _ = _region(bodies[k - 1], None, region, bodies[k], None, afters[k], config)
         loaded.append(region is not None)
     return loaded
 
