@@ -121,20 +121,40 @@ def test_a_residual_expansion_writes_whole_dram_bursts():
     assert layer.epilogue and layer.tiling.n >= PRESETS["default"].dma_burst_bytes
 
 
+def _weight_and_row_loads(layer) -> list[tuple[bool, bool]]:
+    """Per step of a one-weight-block layer: whether it loads the block, whether it loads input rows."""
+    _, tiles, _ = layer.tiles(lambda tensor: 0, 0)
+    block = layer.weights[(0, 0)]
+    return [(any(op.mnemonic == "LOAD" and op.fields["dram"] == block for op in step.loads),
+             any(op.mnemonic == "LOAD" and op.fields["dram"] != block for op in step.loads))
+            for tile in tiles for step in tile.steps]
+
+
 def test_a_layer_of_one_weight_block_loads_it_once():
     """One output-channel tile and every input channel in one step (a narrow 1x1 on a tall image): every step reads
-    the one weight block where an earlier step loaded it (the first step's, when the layer before loaded it, is
-    the prefetched copy: then the second step loads it)."""
+    the one weight block where the first step loaded it."""
+    b = NetBuilder((1, 32, 56, 56))
+    npu = assert_bit_exact(b.network(b.conv("x", 32, 16, 1, 0)), config="edge")
+    [layer] = [layer.body for layer in npu.compiled.layers if layer.kind == "Conv"]
+    s, t = layer.shape, layer.tiling
+    assert t.c == s.channels and t.n == s.out_channels and -(-s.out_height // t.rows) > 2
+    assert [weight for weight, _ in _weight_and_row_loads(layer)] == [True] + [False] * (len(layer.row_tiles()) - 1)
+
+
+def test_a_step_whose_rows_the_layer_before_kept_loads_the_weight_block_again():
+    """The same layer after a 1x1 that keeps its result in the scratchpad for it (kept_inputs.py): its first step
+    reads the block the layer before prefetched, and each later step, which loads no rows, loads the block again:
+    that load is the one that waits for the step two back to free its slot, the order the layer's own prefetch for
+    the layer after it relies on (prefetch.py)."""
     b = NetBuilder((1, 32, 56, 56))
     npu = assert_bit_exact(b.network(b.conv(b.conv("x", 32, 32, 1, 0), 32, 16, 1, 0)), config="edge")
     layer = next(layer.body for layer in npu.compiled.layers if layer.kind == "Conv" and
                  layer.body.shape.out_channels == 16)
-    s, t = layer.shape, layer.tiling
-    assert t.c == s.channels and t.n == s.out_channels and -(-s.out_height // t.rows) > 2
-    _, tiles, _ = layer.tiles(lambda tensor: 0, 0)
-    loads = [op for tile in tiles for step in tile.steps for op in step.loads
-             if op.mnemonic == "LOAD" and op.fields["dram"] == layer.weights[(0, 0)]]
-    assert len(loads) == 1
+    assert layer.kept_input is not None and layer.prefetched is not None
+    loads = _weight_and_row_loads(layer)
+    kept = layer.kept_input[1]
+    assert loads[0] == (False, False)
+    assert kept > 2 and all(weight and not rows for weight, rows in loads[1:kept])
 
 
 def test_grouped_conv_per_channel_bit_exact():
