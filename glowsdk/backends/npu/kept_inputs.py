@@ -27,9 +27,9 @@ from .emitter import Emitter
 from .epilogue import AddTensor
 from .gemm import GemmLayer
 from .layers import Layer
-from .operands_ahead import _operands
+from .operands_ahead import operand_region
 from .pipeline import PREFETCH
-from .prefetch import _weights
+from .prefetch import weight_region
 from .scratchpad import align_down
 
 
@@ -47,7 +47,8 @@ def plan_kept_inputs(layers: list[Layer], config: ArchConfig, across: dict[int, 
             continue
         after = across.get(k + 1, bodies[k + 2] if k + 2 < len(bodies) else None)
         gemms = [layer for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
-        busy = [_weights(layer) for layer in gemms] + [_operands(layer) for layer in gemms if layer is not prev]
+        busy = [weight_region(layer) for layer in gemms]
+        busy += [operand_region(layer) for layer in gemms if layer is not prev]
         busy += [(layer.prefetched_input[0], layer.prefetched_input[0] + layer.first_input_bytes())
                  for layer in gemms if layer.prefetched_input and layer is not body]  # (body's: replaced)
         busy = [region for region in busy if region is not None] + ([_kept(prev)] if prev.kept_input else [])
@@ -96,7 +97,7 @@ def _place_kept(prev: GemmLayer, tiles: int, busy: list[tuple[int, int]], floor:
     (`ahead_operands`) but those of earlier tiles: the vector engine runs in order, so tile j's REQUANT writes its
     result after the epilogues of the tiles before it have read theirs. None if there is no such address."""
     size = prev.operand_bytes()
-    operands = _operands(prev)
+    operands = operand_region(prev)
     tops = [config.scratchpad_bytes, *(start for start, _ in busy)]
     candidates = {align_down(top - tiles * size) for top in tops}
     if operands is not None:  # (the region's tile j on the operands of tile j - 1 on, or wholly below them)

@@ -35,7 +35,8 @@ from .handoff import can_hand_off
 from .instructions import Op
 from .layers import Layer
 from .pipeline import Tile
-from .prefetch import _array_cycles, _instrs, _load_cycles, _memory_bound, _overlaps, _place, _weights
+from .prefetch import (as_instrs, load_cycles, memory_bound, place_region, products_cycles, tensors_overlap,
+                       weight_region)
 from .step_cost import dram_runs, image_runs, transfer_cycles
 from .tensors import DramTensor
 
@@ -49,24 +50,24 @@ def plan_operand_prefetches(layers: list[Layer], config: ArchConfig, across: dic
     bodies = [layer.body for layer in layers]
     for k, (prev, body) in enumerate(zip(bodies, bodies[1:])):
         if not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer) or body.pool or body.window \
-                or not _memory_bound(body, config):  # (a layer its array bounds gains little from fewer loads)
+                or not memory_bound(body, config):  # (a layer its array bounds gains little from fewer loads)
             continue
         adds = [op.operand for op in body.epilogue if isinstance(op, AddTensor)]
         kept = _keeps(prev, body)
-        if not kept and (not adds or any(_overlaps(prev.result.tensor, x.tensor) for x in adds)
-                         or _memory_bound(prev, config)):
+        if not kept and (not adds or any(tensors_overlap(prev.result.tensor, x.tensor) for x in adds)
+                         or memory_bound(prev, config)):
             continue
         after = across.get(k + 1, bodies[k + 2] if k + 2 < len(bodies) else None)
-        busy = [_weights(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
+        busy = [weight_region(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
         busy += [(layer.prefetched_input[0], layer.prefetched_input[0] + layer.first_input_bytes())
                  for layer in (prev, body, after) if isinstance(layer, GemmLayer) and layer.prefetched_input]
-        busy += [_operands(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
+        busy += [operand_region(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
         busy = [region for region in busy if region is not None]
         size, floor = len(adds) * body.operand_bytes(), max(prev.spad_end(), body.spad_end())
         count = next((count for count in range(len(body.tile_origins()), 0, -1)
-                      if _place(count * size, busy, floor, config) is not None), 0)
+                      if place_region(count * size, busy, floor, config) is not None), 0)
         if count:
-            body.ahead_operands = (_place(count * size, busy, floor, config), count)
+            body.ahead_operands = (place_region(count * size, busy, floor, config), count)
             if kept:
                 prev.kept_results = body.ahead_operands
 
@@ -84,7 +85,7 @@ def _keeps(prev: GemmLayer, body: GemmLayer) -> bool:
         and prev.tile_origins() == body.tile_origins() and prev.operand_bytes() == body.operand_bytes()
 
 
-def _operands(layer: GemmLayer) -> tuple[int, int] | None:
+def operand_region(layer: GemmLayer) -> tuple[int, int] | None:
     """The scratchpad region of the residual operands a layer's tiles read where the layer before loaded them."""
     if layer.ahead_operands is None:
         return None
@@ -147,9 +148,9 @@ def _placements(layer: GemmLayer, tiles: list[Tile], pieces: list[float], before
     after_tile, g = {}, -1
     for tile in tiles:
         g += len(tile.steps)
-        after_tile[g] = _load_cycles(_instrs(tile.operands), config)
-    loads = [_load_cycles(_instrs([*step.shared, *step.loads]), config) for step in steps]
-    arrays = [_array_cycles(step, config) for step in steps]
+        after_tile[g] = load_cycles(as_instrs(tile.operands), config)
+    loads = [load_cycles(as_instrs([*step.shared, *step.loads]), config) for step in steps]
+    arrays = [products_cycles(step, config) for step in steps]
     if can_hand_off(layer, config):  # its first product runs before the barrier: the step is that much shorter
         arrays[0] = max(arrays[0] - layer.first_product_cycles(), 0)
 
@@ -190,5 +191,5 @@ def inserted_before_steps(program: list[Instr], inserted: list[tuple[int, int]],
         starts = [i + count if i >= where else i for i in starts]
     cycles: dict[int, float] = {}
     for where, count, g in placed:
-        cycles[g] = cycles.get(g, 0.0) + _load_cycles(program[where:where + count], config)
+        cycles[g] = cycles.get(g, 0.0) + load_cycles(program[where:where + count], config)
     return cycles

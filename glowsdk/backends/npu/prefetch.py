@@ -121,19 +121,19 @@ def input_region(prev: object, body: object, after: object, config: ArchConfig) 
     if config.semaphores <= STORED or not isinstance(prev, GemmLayer) or not isinstance(body, GemmLayer) \
             or not _stored_early(prev, body):
         return None
-    if body.rereads_first_chunk() and _memory_bound(prev, config):
+    if body.rereads_first_chunk() and memory_bound(prev, config):
         return None  # (its rows are loaded twice: the layer before has no DRAM time to spare for the first load)
-    busy = [_weights(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
+    busy = [weight_region(layer) for layer in (prev, body, after) if isinstance(layer, GemmLayer)]
     if prev.prefetched_input is not None:
         busy.append((prev.prefetched_input[0], prev.prefetched_input[0] + prev.first_input_bytes()))
     size = body.first_input_bytes()
-    address = _place(size, [r for r in busy if r is not None], max(prev.spad_end(), body.spad_end()), config)
+    address = place_region(size, [r for r in busy if r is not None], max(prev.spad_end(), body.spad_end()), config)
     if address is None:
         return None
     return address, sum(op.mnemonic == "LOAD" for op in first_input(prev, body, lambda tensor: 0, address))
 
 
-def _memory_bound(layer: GemmLayer, config: ArchConfig) -> bool:
+def memory_bound(layer: GemmLayer, config: ArchConfig) -> bool:
     """Whether a layer's DRAM traffic takes longer than its array's work (a prefetch it makes delays it)."""
     return layer.workload().memory_cycles(config) > layer.source.batch * array_cycles(layer.shape, layer.tiling,
                                                                                          config)
@@ -146,7 +146,7 @@ def _stored_early(prev: GemmLayer, body: GemmLayer) -> bool:
     if body.prefetched is None or body.gate or body.packing or body.groups != 1 or body.pool or body.window \
             or body.tiling.images != 1:
         return False
-    earlier = not _overlaps(prev.result.tensor, body.source.tensor)  # written before the layer before began
+    earlier = not tensors_overlap(prev.result.tensor, body.source.tensor)  # written before the layer before began
     if not earlier and (prev.pool or prev.tiling.images != 1 or len(prev.row_tiles()) < 2
                         or prev.result.tensor is not body.source.tensor):
         return False
@@ -212,12 +212,12 @@ def first_input(prev: GemmLayer, body: GemmLayer, base: Callable[[DramTensor], i
     return _split(ops, row - max(oy0 * s.stride[0] - s.pads[0], 0))
 
 
-def _overlaps(a: DramTensor, b: DramTensor) -> bool:
+def tensors_overlap(a: DramTensor, b: DramTensor) -> bool:
     """Whether two tensors' bytes may share DRAM (the same region, overlapping extents)."""
     return a.region == b.region and a.offset < b.offset + b.extent and b.offset < a.offset + a.extent
 
 
-def _weights(layer: GemmLayer) -> tuple[int, int] | None:
+def weight_region(layer: GemmLayer) -> tuple[int, int] | None:
     """The scratchpad region of a layer's prefetched weight block, if it has one."""
     if layer.prefetched is None:
         return None
@@ -225,7 +225,7 @@ def _weights(layer: GemmLayer) -> tuple[int, int] | None:
     return layer.prefetched, layer.prefetched + align(rows * width)
 
 
-def _place(size: int, busy: list[tuple[int, int]], floor: int, config: ArchConfig) -> int | None:
+def place_region(size: int, busy: list[tuple[int, int]], floor: int, config: ArchConfig) -> int | None:
     """The highest aligned address of `size` bytes at or above `floor` clear of every `busy` region, or None."""
     for top in sorted({config.scratchpad_bytes, *(start for start, _ in busy)}, reverse=True):
         address = align_down(top - size)
@@ -247,7 +247,7 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
     if after.prefetched is not None:
         weights = Emitter()
         emit_prefetch(weights, after, constants)
-        at = _room(layer, tiles, _load_cycles(weights.instructions, config), config)
+        at = _room(layer, tiles, load_cycles(weights.instructions, config), config)
         where = tail if at is None else step_starts[at]
         em.instructions[where:where] = weights.instructions
         inserted.append((where, len(weights.instructions)))
@@ -255,7 +255,7 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
         return inserted
     address, transfers = after.prefetched_input
     ops = first_input(layer, after, base, address)
-    written = _overlaps(layer.result.tensor, after.source.tensor)
+    written = tensors_overlap(layer.result.tensor, after.source.tensor)
     # each LOAD's writer: the last STORE writing a byte it reads (two where the rows straddle the last row tile)
     writers = [_writer(em.instructions, em.layer_start, _reads(ops[:k + 1], config)[-1:], config)
                for k, op in enumerate(ops) if op.mnemonic == "LOAD"]
@@ -297,9 +297,9 @@ def _before_operands(em: Emitter, layer: GemmLayer, tiles: list[Tile], after: Ge
     if not last.operands or not operands or after.prefetched_input is None:
         return len(em.instructions)
     # (and its next step's loads, after the barrier: about as long as its first input's, which the prefetch loads)
-    drain = _load_cycles(_instrs(last.operands), config) + _vector_cycles(last.vector, config) + \
-        _load_cycles(_instrs(last.stores), config, "STORE") + \
-        _load_cycles(_instrs(after.first_input(lambda tensor: 0, after.prefetched_input[0])), config)
+    drain = load_cycles(as_instrs(last.operands), config) + _vector_cycles(last.vector, config) + \
+        load_cycles(as_instrs(last.stores), config, "STORE") + \
+        load_cycles(as_instrs(after.first_input(lambda tensor: 0, after.prefetched_input[0])), config)
     if after.first_product_cycles() < drain:
         return len(em.instructions)
     return operands[-1] - (len(last.operands) - 1)  # (they end with the last tile's last operand load)
@@ -308,7 +308,7 @@ def _before_operands(em: Emitter, layer: GemmLayer, tiles: list[Tile], after: Ge
 def _vector_cycles(ops: list[Op], config: ArchConfig) -> int:
     """The cycles a list of vector-engine operations occupies it."""
     return sum(static_cycles(instr, registers, config) or 0
-               for instr, registers in with_registers(_instrs(ops), config))
+               for instr, registers in with_registers(as_instrs(ops), config))
 
 
 def _moved(index: int, inserted: list[tuple[int, int]]) -> int:
@@ -330,22 +330,22 @@ def _room(layer: GemmLayer, tiles: list[Tile], moved: float, config: ArchConfig)
     steps = [step for tile in tiles for step in tile.steps]
     after_tile = {len([x for tile in tiles[:k + 1] for x in tile.steps]) - 1: tile.operands
                   for k, tile in enumerate(tiles)}
-    loads = [_load_cycles(_instrs([*step.shared, *step.loads]), config) for step in steps]
-    arrays = [_array_cycles(step, config) for step in steps]
+    loads = [load_cycles(as_instrs([*step.shared, *step.loads]), config) for step in steps]
+    arrays = [products_cycles(step, config) for step in steps]
 
     def finish(insert: int | None) -> float:
         loaded, ends = 0.0, []
         for g in range(len(steps)):
             loaded = max(loaded, ends[g - 2] if g >= 2 else 0.0) + (moved if g == insert else 0.0) + loads[g]
             ends.append(max(loaded, ends[-1] if ends else 0.0) + arrays[g])
-            loaded += _load_cycles(_instrs(after_tile.get(g, [])), config)
+            loaded += load_cycles(as_instrs(after_tile.get(g, [])), config)
         return ends[-1]
     alone = finish(None)
     return next((j for j in range(readers + 2, len(steps)) if steps[j - 1].loads and steps[j].loads
                  and [*steps[j].shared, *steps[j].loads][0].mnemonic == "CONFIG_LOAD" and finish(j) <= alone), None)
 
 
-def _load_cycles(program: list[Instr], config: ArchConfig, transfer: str = "LOAD") -> float:
+def load_cycles(program: list[Instr], config: ArchConfig, transfer: str = "LOAD") -> float:
     """The DRAM cycles of a program's LOADs (or STOREs), each paying the request latency, at full bandwidth."""
     size, total = 1, 0.0
     for instr in program:
@@ -357,7 +357,7 @@ def _load_cycles(program: list[Instr], config: ArchConfig, transfer: str = "LOAD
     return total
 
 
-def _array_cycles(step: Step, config: ArchConfig) -> int:
+def products_cycles(step: Step, config: ArchConfig) -> int:
     """The array's cycles for a step's products, each in its CONFIG_MATMUL's dataflow."""
     total, flow = 0, config.reset_dataflow
     for op in step.matmuls:
@@ -370,7 +370,7 @@ def _array_cycles(step: Step, config: ArchConfig) -> int:
 
 def _reads(ops: list[Op], config: ArchConfig) -> list[tuple[int, int]]:
     """The DRAM byte ranges a list of loads (led by their configuration) reads."""
-    return [(e.start, e.stop) for instr, registers in with_registers(_instrs(ops), config)
+    return [(e.start, e.stop) for instr, registers in with_registers(as_instrs(ops), config)
             if instr.mnemonic == "LOAD" for e in extents(instr, registers) if e.memory == "dram"]
 
 
@@ -388,5 +388,5 @@ def _writer(program: list[Instr], start: int, reads: list[tuple[int, int]], conf
     return writer, restated
 
 
-def _instrs(ops: list[Op]) -> list[Instr]:
+def as_instrs(ops: list[Op]) -> list[Instr]:
     return [make_instr(op.mnemonic, **op.fields) for op in ops]
