@@ -30,6 +30,7 @@ from isa.roofline import Workload
 from sim.timing import grouped_matmul_cycles, matmul_cycles
 
 from ...errors import UnsupportedError
+from .accpack import packed_offset
 from .epilogue import (AddTensor, EpilogueOp, compact, epilogue_specs, requant_specs, table_places, tables, tables_size,
                        vector_passes)
 from .expected import stream_rows
@@ -526,6 +527,8 @@ class GemmLayer:
                          load(base(self.gate.gate), "spad", gate_row, 1, s.channels)]
         source, result = base(self.source.tensor), base(self.result.tensor)
         tiles, g, row_tile = [], 0, -1
+        packed = packed_offset(self)
+        last = -(-self.source.batch // t.images) * len(self.row_tiles()) * -(-s.out_channels // t.n) - 1
         held: list[tuple[int, int] | None] = [None, None]
         """the weight block each weight slot holds: a step whose block the step two back loaded reads it there"""
         single = len(self.weights) == 1 and stationary
@@ -539,6 +542,8 @@ class GemmLayer:
                 for n0 in range(0, s.out_channels, t.n):
                     n = min(t.n, s.out_channels - n0)
                     slot = len(tiles) % 2
+                    pack = packed is not None and len(tiles) == last
+                    acc = accs[1 - slot] + packed if pack else accs[slot]
                     steps = []
                     for c0 in range(0, s.channels, t.c):
                         if (n0, c0) not in self.weights:  # off a block diagonal: no work
@@ -584,19 +589,19 @@ class GemmLayer:
                             k //= groups
                             dataflow = min(self.config.dataflows, key=lambda flow: grouped_matmul_cycles(
                                 pixels, k, n // groups, groups, flow, self.config))
-                            product = GMATMUL(inp=ins, wgt=wgt, acc=accs[slot], rows=pixels, k=k, n=n // groups,
+                            product = GMATMUL(inp=ins, wgt=wgt, acc=acc, rows=pixels, k=k, n=n // groups,
                                               groups=groups, interleave=int(self.packing.interleave),
                                               acc_mode=int(bool(steps)))
                         elif self.split:  # even columns, then odd ones: a stride twice the layer's
                             half = computed // 2
                             dataflow = best_dataflow(half, k, n, self.config)
-                            product = MATMUL(inp=ins, wgt=wgt, acc=accs[slot], rows=half, k=k, n=n,
+                            product = MATMUL(inp=ins, wgt=wgt, acc=acc, rows=half, k=k, n=n,
                                              acc_mode=int(bool(steps)))
-                            odd = MATMUL(inp=ins + s.stride[1] * c, wgt=wgt, acc=accs[slot] + half * n, rows=half,
+                            odd = MATMUL(inp=ins + s.stride[1] * c, wgt=wgt, acc=acc + half * n, rows=half,
                                          k=k, n=n, acc_mode=int(bool(steps)))
                         else:
                             dataflow = best_dataflow(computed, k, n, self.config)
-                            product = MATMUL(inp=ins, wgt=wgt, acc=accs[slot], rows=computed, k=k, n=n,
+                            product = MATMUL(inp=ins, wgt=wgt, acc=acc, rows=computed, k=k, n=n,
                                              acc_mode=int(bool(steps)))
                         columns = 2 if self.split else 1
                         config = CONFIG_MATMUL(
@@ -624,22 +629,22 @@ class GemmLayer:
                     r = self.result
                     if self.window:
                         running = gates + n0 * running_width(self.shape, self.split)
-                        vector, stores = self._window_pool(oy0, oy1, n0, n, accs[slot], outputs[slot], running,
+                        vector, stores = self._window_pool(oy0, oy1, n0, n, acc, outputs[slot], running,
                                                            bias_row, result, luts)
-                        tiles.append(Tile(steps, vector, stores, residuals))
+                        tiles.append(Tile(steps, vector, stores, residuals, pack))
                         continue
                     out = outputs[slot] if not self.kept_results or len(tiles) >= self.kept_results[1] else \
                         self.kept_results[0] + len(tiles) * out_bytes
-                    vector, rest = requant_specs(self._config_requant(n0, bias_row + n0), out, accs[slot],
+                    vector, rest = requant_specs(self._config_requant(n0, bias_row + n0), out, acc,
                                                  pixels, n, self.epilogue, luts, images,
                                                  s.stack_period() // s.stride[0] * s.out_width)
                     for op in rest:
-                        vector += epilogue_specs(op, out, accs[slot], pixels, n,
+                        vector += epilogue_specs(op, out, acc, pixels, n,
                                                   places.get(id(op), 0), luts)
                     if self.pool:  # the tile holds whole images: reduce each to one row, stored in its channels
                         each = pixels // images  # image i's row lands in image 0's pixels, which are pooled first
                         for i in range(images):
-                            vector += whole_image_pool(self.pool, out + i * each * n, accs[slot],
+                            vector += whole_image_pool(self.pool, out + i * each * n, acc,
                                                        divisor_row, each, n, out + i * n)
                         rows, width = images, 1  # (not oy1: the row tile's next output-channel tile still reads it)
                     else:
@@ -648,7 +653,7 @@ class GemmLayer:
                                            col_stride=r.pixel_stride, elem_bytes=n),
                               STORE(dram=result + b * r.batch_stride + oy0 * r.row_stride + n0,
                                     space="spad", sram=out, planes=1, rows=rows, cols=width)]
-                    tiles.append(Tile(steps, vector, stores, residuals))
+                    tiles.append(Tile(steps, vector, stores, residuals, pack))
                 if several and row_tile >= kept_rows and not (row_tile == 0 and self.prefetched_input and not streamed):
                     # its last step: the input's last reader
                     next(step for tile in reversed(tiles) for step in reversed(tile.steps)).releases = True

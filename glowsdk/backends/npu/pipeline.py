@@ -79,6 +79,9 @@ class Tile:
     """loads only the vector work reads (an epilogue's residual tile): issued after the tile's steps, so the
     array starts without them and the load engine waits for their buffer's last reader only then; a tile whose
     operands the layer before loaded (operands_ahead.py) has none, and its slot is neither waited for nor freed"""
+    packed: bool = False
+    """the accumulator words it writes follow the tile before's, in that tile's slot (accpack.py: a layer's small
+    last tile): it waits for no tile's epilogue, and the tile two back frees nothing"""
 
 
 def _is_dma(op: Op) -> bool:
@@ -172,7 +175,7 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
             if step_starts is not None:
                 step_starts.append(len(em.instructions))
             if gemm:
-                acc_wait = (ACCFREE + slot, 1) if t >= 2 and j == 0 else None
+                acc_wait = (ACCFREE + slot, 1) if t >= 2 and j == 0 and not tile.packed else None
                 acc_load = any(op.mnemonic == "LOAD" and op.fields["space"] == "acc" for op in step.loads)
                 slot_free = (MFREE + s, 1) if g >= 2 else None
                 loaded = 0
@@ -229,7 +232,7 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
             ready_wait = (COMPUTED + slot, 1) if gemm else None if reduced else (LOADED + slot, loaded)
             done = (READY + slot, 1) if tile.stores else (SFREE + slot, 1) if later else None  # no store to wait
             _emit(em, tile.vector, ready_wait, done, pick=lambda op: not op.is_config)
-            if later and not reduced:
+            if later and not reduced and not tiles[t + 2].packed:
                 em.emit(CLAMP_RESET, Sync(signal=(ACCFREE if gemm else VFREE) + slot, signal_count=1))
             if later and operands and tiles[t + 2].operands:
                 em.emit(CLAMP_RESET, Sync(signal=OPFREE + slot, signal_count=1))
