@@ -7,8 +7,9 @@ import pytest
 
 import glowsdk
 from glowsdk.backends.npu import accplace, binary
+from glowsdk.backends.npu.epilogue import AddTensor
 from glowsdk.backends.npu.handoff import HANDOFF
-from glowsdk.backends.npu.pipeline import PREFETCH
+from glowsdk.backends.npu.pipeline import COMPUTED, PREFETCH
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from isa import PRESETS
 from isa.schema import Engine
@@ -89,8 +90,8 @@ def test_the_layout_kept_at_base_0_under_the_moved_one_s_handshake_races(server,
     network, _ = server
     chosen = accplace.place
 
-    def misplaced(em, body, config):
-        waited = chosen(em, body, config)
+    def misplaced(em, body, config, after=None):
+        waited = chosen(em, body, config, after)
         if body.bias_last:
             body.acc_base, body.bias_last, body.swapped = 0, False, False
         return waited
@@ -99,3 +100,47 @@ def test_the_layout_kept_at_base_0_under_the_moved_one_s_handshake_races(server,
     planted = glowsdk.compile(network, "npu", quantization=quant, config="server")
     with pytest.raises(RaceError, match="race"):
         run_binary(planted.compiled.binary, PRESETS["server"], network.random_inputs(3), checked=True)
+
+
+def first_stage(width: int, count: int):
+    """resnet50's first stage: `count` bottlenecks of 256 channels (64 inside) on `width` x `width` images."""
+    b = NetBuilder((1, 64, width, width))
+    x = b.conv("x", 64, 256, 1, 0, relu=False)
+    for _ in range(count):
+        y = b.conv(b.conv(b.conv(x, 256, 64, 1, 0), 64, 64, 3, 1), 64, 256, 1, 0, relu=False)
+        x = b.node("Relu", [b.node("Add", [y, x])])
+    return b.network(b.conv(x, 256, 64, 1, 0, relu=False))
+
+
+def last_handshakes(npu) -> list[tuple[int, int]]:
+    """For each layer with a residual addition whose next layer is handed off: where it signals HANDOFF, and where
+    its last tile's vector work starts (its last vector instruction that waits for a tile's products)."""
+    debug, program, layers = npu.compiled.binary.debug, npu.compiled.binary.instructions, npu.compiled.layers
+    out = []
+    for k, layer in enumerate(layers):
+        if not any(isinstance(op, AddTensor) for op in getattr(layer.body, "epilogue", ())):
+            continue
+        span = range(debug[k].start, debug[k].stop)
+        signals = [j for j in span if program[j].signal_count and program[j].signal_sem == HANDOFF]
+        starts = [j for j in span if program[j].spec.engine is Engine.VECTOR and program[j].wait_count
+                  and program[j].wait_sem in (COMPUTED, COMPUTED + 1)]
+        out += [(signals[0], starts[-1])] if signals else []
+    return out
+
+
+def test_a_layout_leaves_the_next_hand_off_room_beside_its_last_tile(monkeypatch):
+    """On 56 x 56 images the expansions with a residual addition (1 x 1, 64 -> 256, 14 tiles of 57344 words) come
+    before a 1 x 1 256 -> 64 whose first product is 64512 of the accumulator's 131072 words: it misses both their
+    bias row and their last tile's slot only where that slot lies next to the bias row and the other slot next to
+    the free words, so it waits for the second-to-last tile's vector work, not for the last's."""
+    network = first_stage(56, 2)
+    npu = assert_bit_exact(network, config="server")  # checked mode: no race across the barrier
+    found = last_handshakes(npu)
+    assert len(found) == 2 and all(signal < last for signal, last in found)
+    chosen = accplace.place
+    monkeypatch.setattr(binary, "place", lambda em, body, config, after=None: chosen(em, body, config))
+    alone = assert_bit_exact(network, config="server")
+    assert all(signal > last for signal, last in last_handshakes(alone))
+    inputs = network.random_inputs(1)
+    cycles = [run_binary(n.compiled.binary, PRESETS["server"], inputs).result.cycles for n in (npu, alone)]
+    assert cycles[0] < cycles[1]

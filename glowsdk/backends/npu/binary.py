@@ -139,7 +139,8 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
     for k, (layer, after) in enumerate(zip(layers, [*layers[1:], None])):
         start = len(em.instructions)
         handed = can_hand_off(layer.body, config)  # its first product runs while the layer before drains
-        waited = place(em, layer.body, config) if handed else None
+        following = after.body if after and can_hand_off(after.body, config) else None
+        waited = place(em, layer.body, config, following) if handed else None
         workloads.append(_emit(em, layer, config, plan, across.get(k, after.body if after else None)))
         if handed:
             hand_off(em, start, layer.body, waited, config)
