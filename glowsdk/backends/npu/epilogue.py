@@ -235,3 +235,15 @@ def epilogue_specs(op: EpilogueOp, out: int, acc: int, pixels: int, n: int, oper
         VADD(dst_space="acc", dst=acc, src1_space="spad", src1=out, src2_space="spad", src2=operand,
              rows=pixels, cols=n, bcast=0),
         VSUBI(dst_space="spad", dst=out, src_space="acc", src=acc, count=pixels * n, imm=op.zero)]
+
+
+def table_loaded_once(tiles: list) -> list:
+    """A layer's `pipeline.Tile`s, where every LUT_LOAD of their vector work loads the same table: only the first
+    tile's is kept, since the vector engine holds the table until the next LUT_LOAD and none of another layer runs
+    between them (an LRN beside a convolution reads its own table, LUT32). 8 cycles a tile on a vector-bound layer:
+    resnet50's expansions with a residual addition."""
+    sources = {op.fields["src"] for tile in tiles for op in tile.vector if op.mnemonic == "LUT_LOAD"}
+    if len(sources) != 1:
+        return tiles
+    return tiles[:1] + [replace(tile, vector=[op for op in tile.vector if op.mnemonic != "LUT_LOAD"])
+                        for tile in tiles[1:]]

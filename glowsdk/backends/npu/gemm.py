@@ -31,8 +31,8 @@ from sim.timing import grouped_matmul_cycles, matmul_cycles
 
 from ...errors import UnsupportedError
 from .accpack import packed_offset
-from .epilogue import (AddTensor, EpilogueOp, compact, epilogue_specs, requant_specs, table_places, tables, tables_size,
-                       vector_passes)
+from .epilogue import (AddTensor, EpilogueOp, compact, epilogue_specs, requant_specs, table_loaded_once, table_places,
+                       tables, tables_size, vector_passes)
 from .expected import stream_rows
 from .instructions import (CONFIG_LOAD, CONFIG_MATMUL, CONFIG_PAD, CONFIG_REQUANT, CONFIG_STORE, GMATMUL, MATMUL,
                            REDUCE, REQUANT_MUL, STORE, VADDI, VDIV, VMULI, VSUBI, Op)
@@ -657,7 +657,7 @@ class GemmLayer:
                 if several and row_tile >= kept_rows and not (row_tile == 0 and self.prefetched_input and not streamed):
                     # its last step: the input's last reader
                     next(step for tile in reversed(tiles) for step in reversed(tile.steps)).releases = True
-        return prologue, tiles, config
+        return prologue, table_loaded_once(tiles), config
 
     def _residual_loads(self, base: Callable[[DramTensor], int], b: int, images: int, oy0: int, oy1: int, n0: int,
                         n: int, places: dict[int, int]) -> list[Op]:
