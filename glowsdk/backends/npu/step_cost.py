@@ -105,6 +105,19 @@ def transfer_cycles(requests: float, data: float, config: ArchConfig) -> float:
     return config.dram_latency_cycles + max(data, window, requests)
 
 
+def shared_loads(loads: list[tuple[float, tuple[float, float]]], alongside: tuple[float, float],
+                 config: ArchConfig) -> float:
+    """Load engine cycles of `loads` ((transfers, their runs: requests, bus cycles) each) while the store engine's
+    requests `alongside` (requests, bus cycles) share the bus and the request window: each load's latency, then
+    the bus or the window, whichever is the tighter (an engine runs its transfers one after another)."""
+    latency = config.dram_latency_cycles
+    requests = sum(k * r[0] for k, r in loads)
+    data = sum(k * r[1] for k, r in loads)
+    held = (requests + alongside[0]) * latency + data + alongside[1]
+    return (latency * sum(k for k, _ in loads)
+            + max(data + alongside[1], held / config.dram_max_outstanding, requests))
+
+
 def image_runs(rows: int, width: int, c: int, pitch: int, offset: int) -> tuple[int, int, int]:
     """(runs, bytes per run, grain) of `rows` x `width` pixels of `c` channels at `pitch` bytes per pixel, the
     first at byte `offset` of a pixel (a channel block's start)."""

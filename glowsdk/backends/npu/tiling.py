@@ -16,8 +16,11 @@ latency once (an engine runs its transfers one after another), the bus carries e
 into requests at burst boundaries and at every gap between contiguous runs: a channel block of a
 wider tensor moves as one run per pixel), and at most `dram_max_outstanding` requests are in
 flight for both engines, less what each transfer's end leaves idle (an engine drains its requests
-before its next transfer). The busiest of these streams, started by the first step's loads and ended
-by the last tile's vector work and store, plus a fixed cost per step, is the estimate; so it trades
+before its next transfer). The busiest of these streams, started by the first step's loads and
+ended by the last tile's vector work and store, plus a fixed cost per step, is the estimate; a
+stationary tiling's array also waits for each next row tile's input rows where its row tile's loads
+leave them no room on the load engine (`shared_loads`: they share the window with the stores'
+requests, and a store of one short request per pixel slows the loads beside it). So it trades
 DRAM traffic and request counts against array utilisation (large pixel counts amortise the array's
 fill and drain) and pipeline fill.
 
@@ -35,8 +38,8 @@ from sim.timing import matmul_cycles, vector_cycles
 from ...errors import UnsupportedError
 from .expected import expected
 from .scratchpad import align
-from .step_cost import (STEP_OVERHEAD_CYCLES, ConvShape, CostedLayer, Pitches, Streams, dram_runs, row_tile_sizes,
-                        split, stacked_rows, transfer_cycles)
+from .step_cost import (STEP_OVERHEAD_CYCLES, ConvShape, CostedLayer, Pitches, Streams, dram_runs, row_runs,
+                        row_tile_sizes, shared_loads, split, stacked_rows, transfer_cycles)
 
 MAX_K = 8191
 MAX_N = 4095
@@ -283,26 +286,52 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
     pitches = pitches or Pitches(s.channels, s.out_channels)
     layer = CostedLayer(s, config, pitches, vector_passes, input_passes, packed, products, pooled)
     t = Streams.opened(s, n, c, [dram_runs(1, 4 * s.out_channels, 0, config)], 4 * s.out_channels, config)
-    array = 0.0
+    array = stall = 0.0
     first_load = first_mm = last_mm = tile_vector = last_tail = 0.0
-    for _, outs in layer.walk(t, row_tile_sizes(s, rows, n, config), images, batch, n, c, extra):
+    sizes = row_tile_sizes(s, rows, n, config)
+    runs = len(row_runs(s, sizes, images, batch))
+    for at, ((row_count, _, _, _, transfers), outs) in enumerate(layer.walk(t, sizes, images, batch, n, c, extra)):
+        work = 0.0
+        loads: list[tuple[float, tuple[float, float]]] = []  # one row tile's: (transfers, their runs)
+        stored = (0.0, 0.0)
         for out in outs:
             for _, c_count, step in out.steps:
-                array += out.tiles * c_count * step.mm
+                alike = out.tiles * c_count
+                array += alike * step.mm
+                work += out.count * c_count * step.mm
+                reads = 0.0 if t.stationary else transfers * step.reads / alike
+                loads += [(out.count * c_count * step.fetches / alike, step.weights),
+                          (out.count * c_count * reads, step.image)]
                 if not first_load:
                     first_load = (transfer_cycles(*step.image, config) + transfer_cycles(*step.weights, config)
                                   + step.prepare)
                     first_mm = step.mm
+                    rows_in = (transfers, step.image)
                 last_mm = step.mm
+            loads.append((out.count * extra, out.cost.out))
+            stored = (stored[0] + out.count * out.cost.out[0], stored[1] + out.count * out.cost.out[1])
             tile_vector, last_tail = out.cost.vector, out.cost.vector + out.cost.store
+        if t.stationary and not keeps_input(s, pitches):
+            # a stationary tiling loads the next row tile's input rows where the load engine has room beside the
+            # row tile's own loads (the stores sharing the window): where they do not fit, the array waits for them
+            room = max(0.0, work - shared_loads(loads, stored, config))
+            later = row_count - (at == runs - 1)
+            stall += later * max(0.0, shared_loads([rows_in], (0.0, 0.0), config) - room)
     # the busiest stream, started by the first step's loads and ended by the last tile's vector work and store
     # an engine starts a transfer once its last one has completed, so each transfer's end drains the engine's part
     # of the window for about a latency, half of which the other engine takes up
     drained = (t.loads + t.store_transfers * config.dram_latency_cycles) / 2
     dram = max(t.loads + t.bus, t.stores, t.held / config.dram_max_outstanding + drained)
-    streams = max(dram + last_mm + last_tail, first_load + array + last_tail,
+    streams = max(dram + last_mm + last_tail, first_load + array + stall + last_tail,
                   first_load + first_mm + t.vector - tile_vector + last_tail)
     return t.traffic // batch, (streams + STEP_OVERHEAD_CYCLES * t.steps) / batch
+
+
+def keeps_input(shape: ConvShape, pitches: Pitches) -> bool:
+    """Whether the layer before may keep this layer's input rows in the scratchpad, so that it loads none of them
+    (kept_inputs.py: a dense 1 x 1 convolution without stride or padding)."""
+    return (shape.kh, shape.kw, shape.stride, shape.pads, pitches.input) == (1, 1, (1, 1), (0, 0, 0, 0),
+                                                                             shape.channels)
 
 
 def _expected(tiling: Tiling, shape: ConvShape, config: ArchConfig, extra: int, vector_passes: int,
