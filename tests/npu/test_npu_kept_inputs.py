@@ -155,3 +155,35 @@ def test_a_prefetch_for_the_layer_after_loaded_into_the_region_races_its_reader(
     with pytest.raises(RaceError, match="MATMUL.*reads spad.*LOAD.*writes spad"):
         run_binary(dataclasses.replace(binary, instructions=program), PRESETS["server"], network.random_inputs(3),
                    checked=True)
+
+
+def stem(size: int):
+    """ResNet's stem (7 x 7 stride 2, 3 -> 64, its 3 x 3 stride-2 max pool padded on top and left done by its tiles:
+    window.py), then two 1 x 1 convolutions: on the server preset the first reads the pooled image the stem keeps."""
+    b = NetBuilder((1, 3, size, size))
+    pooled = b.node("MaxPool", [b.conv("x", 3, 64, 7, 3, 2)], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    return b.network(b.conv(b.conv(pooled, 64, 64, 1, 0), 64, 8, 1, 0, relu=False))
+
+
+def test_a_window_pooled_result_is_kept_where_its_pool_writes_it_and_stored_from_there():
+    """The stem's POOL writes each tile's pooled rows where they lie in the image kept from the region's start, and
+    its STOREs read them there (at the same offset from the region as their DRAM rows from the result's); the 1 x 1
+    layer reads every row tile there and loads none of its rows; bit-exact, and checked mode names no race (its first
+    product, before the barrier, waits for the STORE of the last pooled rows it reads, behind their POOL)."""
+    network = stem(160)
+    npu = assert_bit_exact(network, config="server")
+    binary, layers = npu.compiled.binary, npu.compiled.layers
+    assert _kept(npu)[0] == 1 and layers[0].body.window
+    prev, body = layers[0].body, layers[1].body
+    address, count = body.kept_input
+    assert count == len(body.row_tiles()) and prev.kept_results == (address, len(prev.row_tiles()))
+    tensor = body.source.tensor
+    base = getattr(binary.plan, tensor.region).base + tensor.offset
+    before, mine = binary.debug[0], binary.debug[1]
+    program = binary.instructions
+    stores = [i for i in program[before.start:before.stop] if i.mnemonic == "STORE"]
+    pools = [i for i in program[before.start:before.stop] if i.mnemonic == "POOL"]
+    assert [i.sram - address for i in stores] == [i.dram - base for i in stores] == [i.dst - address for i in pools]
+    assert sum(i.rows for i in stores) == body.shape.height
+    assert not [i for i in program[before.start:mine.stop] if i.mnemonic == "LOAD" and base <= i.dram < base
+                + tensor.extent]

@@ -629,8 +629,10 @@ class GemmLayer:
                     r = self.result
                     if self.window:
                         running = gates + n0 * running_width(self.shape, self.split)
+                        kept = self.kept_results[0] if self.kept_results and len(tiles) < self.kept_results[1] \
+                            else None
                         vector, stores = self._window_pool(oy0, oy1, n0, n, acc, outputs[slot], running,
-                                                           bias_row, result, luts)
+                                                           bias_row, result, luts, kept)
                         tiles.append(Tile(steps, vector, stores, residuals, pack))
                         continue
                     out = outputs[slot] if not self.kept_results or len(tiles) >= self.kept_results[1] else \
@@ -714,11 +716,12 @@ class GemmLayer:
                 CONFIG_PAD(pad_top=0, pad_bottom=0, pad_left=0, pad_right=0, pad_value=0)]
 
     def _window_pool(self, oy0: int, oy1: int, n0: int, n: int, acc: int, out: int, running: int, bias_row: int,
-                     result: int, luts: dict[int, int]) -> tuple[list[Op], list[Op]]:
+                     result: int, luts: dict[int, int], kept: int | None = None) -> tuple[list[Op], list[Op]]:
         """The vector work and stores of the row tile [oy0, oy1) of output channels [n0, n0 + n) under the 3x3
         stride-2 max pool (window.py): the maxima in the accumulator, one pass requantizing the pooled rows (and
         an epilogue of clamps and int8 rescales by a non-negative multiplier, `monotone`, which commute with a
-        maximum too), then unless split the pool across. A tile that completes no window stores nothing."""
+        maximum too), then unless split the pool across, into pooled row y at `kept` + y * its bytes where the
+        layer keeps its result (kept_inputs.py). A tile that completes no window stores nothing."""
         s, r = self.tiled_shape(), self.result
         pad = self.window_pad
         maxima = tile_maxima(s, self.split, oy0, oy1, n, acc, running, pad)
@@ -733,8 +736,9 @@ class GemmLayer:
         if not maxima.pooled:
             return vector, []
         if not self.split:
-            vector += pool_across(out, maxima.pooled, s.out_width, n, pad)
-            out += maxima.pooled * s.out_width * n
+            dst = None if kept is None else kept + maxima.row * window_pooled(s.out_width, pad) * n
+            vector += pool_across(out, maxima.pooled, s.out_width, n, pad, dst)
+            out = out + maxima.pooled * s.out_width * n if dst is None else dst
         stores = [CONFIG_STORE(row_stride=r.row_stride, plane_stride=0, col_stride=r.pixel_stride, elem_bytes=n),
                   STORE(dram=result + maxima.row * r.row_stride + n0, space="spad", sram=out, planes=1,
                         rows=maxima.pooled, cols=window_pooled(s.out_width, pad))]

@@ -155,12 +155,13 @@ def tile_maxima(shape: ConvShape, split: bool, oy0: int, oy1: int, n: int, acc: 
     return TileMaxima(down, top + inner, v0 // 2 - top, first, pixels, keep)
 
 
-def pool_across(out: int, pooled: int, width: int, n: int, pad: int = 0) -> list[Op]:
+def pool_across(out: int, pooled: int, width: int, n: int, pad: int = 0, dst: int | None = None) -> list[Op]:
     """POOL of `pooled` requantized rows of `width` pixels at `out` across (1x3, stride 2, `pad` columns of
-    padding on the left), into the rows after."""
+    padding on the left), into the rows after (or at `dst`: where the layer keeps them, kept_inputs.py)."""
     return [CONFIG_POOL(kh=1, kw=3, stride_h=1, stride_w=2, pad_top=0, pad_bottom=0, pad_left=pad, pad_right=0,
                         count_pad=0, pad_value=0),
-            POOL(op="max", dst=out + pooled * width * n, src=out, height=pooled, width=width, channels=n)]
+            POOL(op="max", dst=out + pooled * width * n if dst is None else dst, src=out, height=pooled, width=width,
+                 channels=n)]
 
 
 def window_pooled(size: int, pad: int) -> int:
