@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from glowsdk.backends.npu import rowplan
 from glowsdk.backends.npu.gemm import GemmLayer
 from glowsdk.backends.npu.pipeline import PREFETCH, STORED
 from glowsdk.backends.npu.prefetch import input_region, split_row
@@ -68,3 +69,28 @@ def test_the_layer_before_loads_the_planned_first_input_after_the_store_of_its_l
     assert [(i.mnemonic, i.wait_count) for i in program if i.wait_count and i.wait_sem == PREFETCH][-1] == \
         ("CONFIG_MATMUL", 1 + transfers)
 
+
+
+
+def strided():
+    """A 1 x 1 convolution 256 -> 64 on 56 x 56, a 3 x 3 stride-2 one 64 -> 128 (resnet50's conv__11 and conv__12),
+    then a 1 x 1 one 128 -> 8 on 28 x 28, which on server is tiled 14 rows of 28 pixels."""
+    b = NetBuilder((1, 256, 56, 56))
+    x = b.conv(b.conv("x", 256, 64, 1, 0), 64, 128, 3, 1, 2)
+    return b.network(b.conv(x, 128, 8, 1, 0, relu=False))
+
+
+def test_a_first_step_loaded_whole_by_the_layer_before_is_planned_over_one_that_streams(monkeypatch):
+    """Tiled [14, 14] the last layer's first step streams (GemmLayer.first_chunks): the layer before loads its first
+    chunk only, the other loads after the barrier while the array waits. Tiled [13, 15] it does not: the layer before
+    loads the whole first step (rows 0..12, which it stores before its last row tile). Checked mode, bit-exact."""
+    npu = assert_bit_exact(strided(), config="server")  # checked mode: no race across the barriers
+    _, (_, conv3), (_, last) = gemms(npu)[:3]
+    assert last.row_tiles() == [(0, 13), (13, 28)] and len(last.first_chunks()) == 1
+    address, transfers = last.prefetched_input
+    assert transfers == 1 and last.first_input_bytes() == 13 * 28 * 128 and split_row(conv3, last) is None
+    assert conv3.stored_early() >= 13
+    monkeypatch.setattr(rowplan, "_streamed", lambda body, option: False)  # (the plan without the criterion)
+    npu = assert_bit_exact(strided(), config="server")
+    _, _, (_, last) = gemms(npu)[:3]
+    assert last.row_tiles() == [(0, 14), (14, 28)] and len(last.first_chunks()) > 1

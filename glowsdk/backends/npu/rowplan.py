@@ -13,7 +13,9 @@ choice runs along the chain of layers.
 `plan_first_rows` chooses every convolution's first row tile at once, by dynamic programming over the layers in
 order: the most layers whose first input the layer before loads (exactly as `prefetch.input_region` decides,
 every region placed), then the most of them whose rows it stores before its last row tile (not split, whose last
-rows load after its last STORE: `prefetch.split_row`), then the least change from the tiling's own first tiles. A layer keeps its tiling's array
+rows load after its last STORE: `prefetch.split_row`), then the fewest of them whose first step streams (the layer
+before loads its first chunk only: `GemmLayer.first_chunks`), then the least change from the tiling's own first
+tiles. A layer keeps its tiling's array
 cycles or fewer, its buffers fit the SRAMs (a first tile longer than the tiling's rows lengthens them, and the
 other tiles may take up to that many), below the weight blocks the layers before and after load for it
 (prefetch.plan_prefetches, which runs first), and every layer whose first input is loaded early without the plan
@@ -65,21 +67,22 @@ def plan_first_rows(layers: list[Layer], config: ArchConfig, across: dict[int, G
         return
     kept = _prefetched(bodies, afters, config)
     # states of each layer: (option, its prefetched input region) -> ((inputs loaded early, of them whole before the
-    # layer before's last row tile, -change), back pointer)
-    states: list[dict] = [{(i, None): ((0, 0, -_change(bodies[0], option)), None)
+    # layer before's last row tile, -those of them only in part, -change), back pointer)
+    states: list[dict] = [{(i, None): ((0, 0, 0, -_change(bodies[0], option)), None)
                            for i, option in enumerate(options[0])}]
     for k in range(1, len(bodies)):
         prev, body, after = bodies[k - 1], bodies[k], afters[k]
         current: dict = {}
         ranked = sorted(states[-1].items(), key=lambda item: item[1][0], reverse=True)  # (ties: the first found)
         for i, option in enumerate(options[k]):
-            change = _change(body, option)
+            change, part = _change(body, option), _streamed(body, option)
             for (j, region), (score, _) in ranked:
                 got, whole = _region(prev, options[k - 1][j], region, body, option, after, config)
                 if got is None and kept[k] or not _no_slower(body, option, options[k][0], got is not None):
                     continue
                 key = (i, got)
-                value = (score[0] + (got is not None), score[1] + whole, score[2] - change)
+                value = (score[0] + (got is not None), score[1] + whole, score[2] - (got is not None and part),
+                         score[3] - change)
                 if key not in current or value > current[key][0]:
                     current[key] = (value, (j, region))
         states.append(current)
@@ -199,6 +202,15 @@ def _options(body: object, after: object, config: ArchConfig) -> list[Option | N
                 chosen.append(option)
                 break
     return [default, *chosen[1:]]
+
+
+def _streamed(body: object, option: Option | None) -> bool:
+    """Whether a layer's first step streams in an option (None: as it is), so that where the layer before loads its
+    input it loads only the first chunk: the others load after the barrier while the array waits (resnet50's conv__12
+    on server, tiled [10, 10, 8]: 2.1k cycles; [9, 10, 9] loads none, in one array fold less per step)."""
+    if option is None:
+        return isinstance(body, GemmLayer) and len(body.first_chunks()) > 1
+    return _streams(body, option)
 
 
 def _streams(body: GemmLayer, option: Option) -> bool:
