@@ -43,7 +43,12 @@ def test_the_convolution_two_back_loads_the_first_weights_across_the_element_wis
     loads = [[i for i in binary.instructions[ranged.start:ranged.stop] if i.signal_count and i.signal_sem == PREFETCH]
              for ranged in binary.debug[k - 2:k + 1]]
     assert [[i.mnemonic for i in signals] for signals in loads] == [["LOAD"], [], []]
-    assert loads[0][0].sram == fc.prefetched and loads[0][0].rows == fc.first_weights()[1]
+    # the block, whole or in pieces (pieces.py) of which only the last signals
+    _, rows, width = fc.first_weights()
+    ranged = binary.debug[k - 2]
+    block = [i for i in binary.instructions[ranged.start:ranged.stop] if i.mnemonic == "LOAD"
+             and fc.prefetched <= i.sram < fc.prefetched + rows * width]
+    assert block[-1] == loads[0][0] and sum(i.rows for i in block) == rows and block[0].sram == fc.prefetched
     mine = binary.debug[k]
     waits = [i for i in binary.instructions[mine.start:mine.stop] if i.wait_count and i.wait_sem == PREFETCH]
     assert [(i.mnemonic, i.wait_count) for i in waits] == [("CONFIG_MATMUL", 1)]

@@ -46,6 +46,7 @@ from .depthwise import DepthwiseLayer
 from .gemm import GemmLayer
 from .instructions import Op
 from .layers import Layer
+from .pieces import Timing, Transfer, fill, transfers
 from .pipeline import OPERAND, PREFETCH, STORED, Step, Tile
 from .scratchpad import align, align_down
 from .tensors import DramTensor
@@ -237,7 +238,8 @@ def place_region(size: int, busy: list[tuple[int, int]], floor: int, config: Arc
 def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: list[int], after: GemmLayer,
                base: Callable[[DramTensor], int], constants: int, config: ArchConfig) -> list[tuple[int, int]]:
     """The prefetches a convolution layer makes for the next one, `after`: the first weight block where the load
-    engine has room for it (`_room`), else after the layer's own last load; then, after that load, the first input
+    engine has room for it (`_room`), else in pieces with the first input's where they fit (`_in_pieces`), else
+    after the layer's own last load; then, after that load, the first input
     rows, whose first load (each of the two `split_row` makes) waits for the STORE of the layer (from
     `em.layer_start`) that writes the last of its rows (a CONFIG_STORE restated after it signals STORED). Returns
     each insertion into the layer's instructions, in order, as (index, count), so positions taken before (the
@@ -248,22 +250,19 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
         weights = Emitter()
         emit_prefetch(weights, after, constants)
         at = _room(layer, tiles, load_cycles(weights.instructions, config), config)
+        if at is None and not layer.window:  # (a pooled layer's vector work holds up the loads' dispatch)
+            pieces = _in_pieces(em, layer, tiles, step_starts, after, base, constants, tail, config)
+            if pieces is not None:
+                return pieces
         where = tail if at is None else step_starts[at]
         em.instructions[where:where] = weights.instructions
         inserted.append((where, len(weights.instructions)))
     if after.prefetched_input is None:
         return inserted
-    address, transfers = after.prefetched_input
-    ops = first_input(layer, after, base, address)
-    written = tensors_overlap(layer.result.tensor, after.source.tensor)
-    # each LOAD's writer: the last STORE writing a byte it reads (two where the rows straddle the last row tile)
-    writers = [_writer(em.instructions, em.layer_start, _reads(ops[:k + 1], config)[-1:], config)
-               for k, op in enumerate(ops) if op.mnemonic == "LOAD"]
+    ops = first_input(layer, after, base, after.prefetched_input[0])
+    writers = _writers(em, layer, after, ops, config)
     found = [w for w, _ in writers]
-    writer = max(found) if written and None not in found else None
-    if (writer is None) == written or len(writers) != transfers or written and found != sorted(found):
-        raise AssertionError("a prefetched input the layer before writes is stored by it (and only such a one), "
-                             "in as many transfers as planned, in store order")
+    writer = max(found) if None not in found else None
     stores = sorted({w: restated for w, restated in writers if w is not None}.items(), reverse=True)
     for at, restated in stores:  # (from the last: each index holds)
         em.instructions.insert(at + 1, restated.replace(wait_sem=0, wait_count=0, signal_sem=STORED, signal_count=1))
@@ -286,6 +285,21 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
     return inserted
 
 
+def _writers(em: Emitter, layer: GemmLayer, after: GemmLayer, ops: list[Op], config: ArchConfig
+             ) -> list[tuple[int | None, Instr | None]]:
+    """Each LOAD's writer among the prefetched input's loads `ops`: the last STORE of the layer writing a byte it
+    reads (two where the rows straddle the last row tile), with the CONFIG_STORE in effect for it (`_writer`)."""
+    written = tensors_overlap(layer.result.tensor, after.source.tensor)
+    writers = [_writer(em.instructions, em.layer_start, _reads(ops[:k + 1], config)[-1:], config)
+               for k, op in enumerate(ops) if op.mnemonic == "LOAD"]
+    found = [w for w, _ in writers]
+    writer = max(found) if written and None not in found else None
+    if (writer is None) == written or len(writers) != after.prefetched_input[1] or written and found != sorted(found):
+        raise AssertionError("a prefetched input the layer before writes is stored by it (and only such a one), "
+                             "in as many transfers as planned, in store order")
+    return writers
+
+
 def _before_operands(em: Emitter, layer: GemmLayer, tiles: list[Tile], after: GemmLayer, config: ArchConfig) -> int:
     """Where a prefetch that finds no room among the layer's steps goes: after the layer's last load, or before its
     last tile's operands (a residual's tile, which only its last vector work reads) where the next layer's first
@@ -297,7 +311,7 @@ def _before_operands(em: Emitter, layer: GemmLayer, tiles: list[Tile], after: Ge
     if not last.operands or not operands or after.prefetched_input is None:
         return len(em.instructions)
     # (and its next step's loads, after the barrier: about as long as its first input's, which the prefetch loads)
-    drain = load_cycles(as_instrs(last.operands), config) + _vector_cycles(last.vector, config) + \
+    drain = load_cycles(as_instrs(last.operands), config) + vector_cycles(last.vector, config) + \
         load_cycles(as_instrs(last.stores), config, "STORE") + \
         load_cycles(as_instrs(after.first_input(lambda tensor: 0, after.prefetched_input[0])), config)
     if after.first_product_cycles() < drain:
@@ -305,7 +319,7 @@ def _before_operands(em: Emitter, layer: GemmLayer, tiles: list[Tile], after: Ge
     return operands[-1] - (len(last.operands) - 1)  # (they end with the last tile's last operand load)
 
 
-def _vector_cycles(ops: list[Op], config: ArchConfig) -> int:
+def vector_cycles(ops: list[Op], config: ArchConfig) -> int:
     """The cycles a list of vector-engine operations occupies it."""
     return sum(static_cycles(instr, registers, config) or 0
                for instr, registers in with_registers(as_instrs(ops), config))
@@ -325,8 +339,7 @@ def _room(layer: GemmLayer, tiles: list[Tile], moved: float, config: ArchConfig)
     left the array; its matrix work once they are in and the step before is done), among the steps whose loads come
     after the array is done with the layer's own prefetched regions (the step before's first load waits for the step
     two back from it, past the last reader) and restate the load registers first; None if there is none."""
-    s, t = layer.shape, layer.tiling
-    readers = -(-s.out_channels // t.n) if layer.prefetched_input is not None and t.c >= s.channels else 1
+    readers = _readers(layer)
     steps = [step for tile in tiles for step in tile.steps]
     after_tile = {len([x for tile in tiles[:k + 1] for x in tile.steps]) - 1: tile.operands
                   for k, tile in enumerate(tiles)}
@@ -343,6 +356,64 @@ def _room(layer: GemmLayer, tiles: list[Tile], moved: float, config: ArchConfig)
     alone = finish(None)
     return next((j for j in range(readers + 2, len(steps)) if steps[j - 1].loads and steps[j].loads
                  and [*steps[j].shared, *steps[j].loads][0].mnemonic == "CONFIG_LOAD" and finish(j) <= alone), None)
+
+
+def _readers(layer: GemmLayer) -> int:
+    """The steps that read the layer's own prefetched regions (its first, or every step of its first row tile where
+    they share its prefetched input): a load into the next layer's weight region waits until two steps after."""
+    s, t = layer.shape, layer.tiling
+    return -(-s.out_channels // t.n) if layer.prefetched_input is not None and t.c >= s.channels else 1
+
+
+def _in_pieces(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: list[int], after: GemmLayer,
+               base: Callable[[DramTensor], int], constants: int, tail: int, config: ArchConfig
+               ) -> list[tuple[int, int]] | None:
+    """`emit_ahead` where the weight block fits no step whole: it and the first input's transfers in pieces
+    (pieces.py), those that fit the load engine's gaps there, the rest where `emit_ahead` puts them whole; the
+    insertions as `emit_ahead` returns them, or None (and nothing emitted) where no piece fits a gap."""
+    steps = [step for tile in tiles for step in tile.steps]
+    timing = Timing(tiles, config)
+    allowed = [j > 0 and bool(steps[j - 1].loads) and bool([*steps[j].shared, *steps[j].loads])
+               and [*steps[j].shared, *steps[j].loads][0].mnemonic == "CONFIG_LOAD" for j in range(len(steps))]
+    offset, rows, width = after.first_weights()
+    items = [Transfer(config_load(width, 0, width), None, load(constants + offset, "spad", after.prefetched, rows, 1),
+                      _readers(layer) + 2, ordered=False)]
+    writers: list[tuple[int | None, Instr | None]] = []
+    if after.prefetched_input is not None:
+        ops = first_input(layer, after, base, after.prefetched_input[0])
+        writers = _writers(em, layer, after, ops, config)
+        tile_stores = [sum(op.mnemonic == "STORE" for op in tile.stores) for tile in tiles]
+        waited = None
+        for (configure, pad, op), (mine, _) in zip(transfers(ops), writers):
+            earliest = 1
+            if mine is not None:  # (after its STORE in the program, and once the static timing has it done)
+                stored = sum(i.mnemonic == "STORE" for i in em.instructions[em.layer_start:mine + 1])
+                tile = next(t for t in range(len(tiles)) if sum(tile_stores[:t + 1]) >= stored)
+                earliest = next((j for j in range(len(steps)) if step_starts[j] > mine
+                                 and timing.free[j] >= timing.stored[tile]), len(steps))
+            items.append(Transfer(configure, pad, op, earliest, mine is not None and mine != waited))
+            waited = mine
+    if not fill(timing, allowed, [*items[1:], items[0]], config):  # (the inputs first: the weights fit anywhere)
+        return None
+    found = [w for w, _ in writers if w is not None]
+    late = bool(found) and tail <= max(found)  # (the rest follows the last STORE it waits for)
+    insertions = [(w + 1, 0, [restated.replace(wait_sem=0, wait_count=0, signal_sem=STORED, signal_count=1)])
+                  for w, restated in sorted({w: r for w, r in writers if w is not None}.items())]
+    for k, item in enumerate(items):
+        for n, (r0, r1, j) in enumerate(item.pieces):
+            piece = Emitter()
+            for op in item.ops(r0, r1):
+                last = n == len(item.pieces) - 1
+                piece.emit(op, Sync(wait=STORED, wait_count=int(item.stored and n == 0), signal=PREFETCH,
+                                    signal_count=int(last)) if op.mnemonic == "LOAD" else None)
+            where = step_starts[j] if j is not None else len(em.instructions) if k and late else tail
+            insertions.append((where, 1 + (k > 0), piece.instructions))
+    inserted, shift = [], 0
+    for where, _, instrs in sorted(insertions, key=lambda x: (x[0], x[1])):
+        em.instructions[where + shift:where + shift] = instrs
+        inserted.append((where + shift, len(instrs)))
+        shift += len(instrs)
+    return inserted
 
 
 def load_cycles(program: list[Instr], config: ArchConfig, transfer: str = "LOAD") -> float:
