@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from isa.table import ACC_ADDR, ACC_ADDR19, BY_MNEMONIC, SPACE
+
 from .emitter import DONE, Emitter, Sync
 from .instructions import CONFIG_CLAMP, Op
 
@@ -82,6 +84,18 @@ class Tile:
     packed: bool = False
     """the accumulator words it writes follow the tile before's, in that tile's slot (accpack.py: a layer's small
     last tile): it waits for no tile's epilogue, and the tile two back frees nothing"""
+
+
+def _accumulator_read(vector: list[Op]) -> int:
+    """How many of a tile's vector instructions lead up to the last that reads or writes the accumulator (its
+    REQUANT: a residual addition after it reads the int8 result and the operand in the scratchpad), so that the
+    tile's slot is free for the tile two later while the rest run; all of them where no computing one follows."""
+    touching = [k for k, op in enumerate(vector) if any(
+        field.kind in (ACC_ADDR, ACC_ADDR19) or field.kind is SPACE and op.fields[field.name] == "acc"
+        for field in BY_MNEMONIC[op.mnemonic].fields)]
+    cut = touching[-1] + 1 if touching else len(vector)
+    computing = [not op.is_config for op in vector]
+    return cut if any(computing[:cut]) and any(computing[cut:]) else len(vector)
 
 
 def _is_dma(op: Op) -> bool:
@@ -231,9 +245,13 @@ def emit_layer(em: Emitter, tiles: list[Tile], prologue: list[Op] = (), matmul_c
                 em.emit(CLAMP_RESET, Sync(wait=OPERAND + slot, wait_count=operands))
             ready_wait = (COMPUTED + slot, 1) if gemm else None if reduced else (LOADED + slot, loaded)
             done = (READY + slot, 1) if tile.stores else (SFREE + slot, 1) if later else None  # no store to wait
-            _emit(em, tile.vector, ready_wait, done, pick=lambda op: not op.is_config)
+            cut = _accumulator_read(tile.vector) if gemm else len(tile.vector)
+            _emit(em, tile.vector[:cut], ready_wait, None if tile.vector[cut:] else done,
+                  pick=lambda op: not op.is_config)
             if later and not reduced and not tiles[t + 2].packed:
                 em.emit(CLAMP_RESET, Sync(signal=(ACCFREE if gemm else VFREE) + slot, signal_count=1))
+            if tile.vector[cut:]:
+                _emit(em, tile.vector[cut:], None, done, pick=lambda op: not op.is_config)
             if later and operands and tiles[t + 2].operands:
                 em.emit(CLAMP_RESET, Sync(signal=OPFREE + slot, signal_count=1))
             store_wait = (READY + slot, 1)
