@@ -18,6 +18,7 @@ from .bmm import BatchMatMulLayer
 from .depthwise import DepthwiseLayer
 from .dma import copy_tiles, transfers
 from .emitter import Emitter
+from .far import plan_far
 from .gemm import GemmLayer
 from .accplace import place
 from .handoff import can_hand_off, hand_off
@@ -35,11 +36,11 @@ from .tensors import DramTensor, tensor_info
 from .vector import PoolLayer
 
 
-def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
-               after: Any) -> list[tuple[int, int]]:
+def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan, after: Any, far: Any = None,
+               preloaded: set[int] | None = None) -> list[tuple[int, int]]:
     """Emit one layer's instructions (and the first weights, input rows and residual operands of the layer `after`
-    it where it prefetches them), without its barrier; where each of its tiles and its tiles' vector work start
-    (pipeline.emit_layer)."""
+    it where it prefetches them, and those of the layer `far` ahead where it can: far.py), without its barrier;
+    where each of its tiles and its tiles' vector work start (pipeline.emit_layer)."""
     def base(tensor: DramTensor) -> int:
         return getattr(plan, tensor.region).base + tensor.offset
 
@@ -50,7 +51,7 @@ def _emit_body(em: Emitter, body: Any, config: ArchConfig, plan: MemoryPlan,
                            step_starts=starts)
         if not isinstance(after, GemmLayer):
             return marks
-        inserted = emit_ahead(em, body, tiles, starts, after, base, plan.constants.base, config) \
+        inserted = emit_ahead(em, body, tiles, starts, after, base, plan.constants.base, config, far, preloaded) \
             if after.prefetched is not None or after.prefetched_input is not None else []
         if after.ahead_operands is not None and body.kept_results is None:  # (kept ones: nothing to load)
             before = inserted_before_steps(em.instructions, inserted, starts, config)
@@ -95,7 +96,8 @@ def _workload(body: Any) -> Workload | None:
     return body.workload() if isinstance(body, (GemmLayer, DepthwiseLayer, BatchMatMulLayer)) else None
 
 
-def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after: Any) -> Workload | None:
+def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after: Any, far: Any = None,
+          preloaded: set[int] | None = None) -> Workload | None:
     """Emit one layer (a pair interleaved, `overlap.py`) and its barrier; its roofline workload."""
     body = layer.body
     em.begin_layer()
@@ -109,7 +111,7 @@ def _emit(em: Emitter, layer: Layer, config: ArchConfig, plan: MemoryPlan, after
         em.extend(merged)
         em.end_layer(layer.name, layer.kind, dones=2)
     else:
-        _emit_body(em, body, config, plan, after)
+        _emit_body(em, body, config, plan, after, far, preloaded)
         em.end_layer(layer.name, layer.kind)
     return _workload(body)
 
@@ -135,13 +137,15 @@ def build_binary(builder: LayerBuilder, layers: list[Layer], config: ArchConfig,
     plan_input_prefetches(layers, config, across)
     plan_operand_prefetches(layers, config, across)
     plan_kept_inputs(layers, config, across)
+    far, preloaded = plan_far(layers, config, across), set()
     workloads = []
     for k, (layer, after) in enumerate(zip(layers, [*layers[1:], None])):
         start = len(em.instructions)
         handed = can_hand_off(layer.body, config)  # its first product runs while the layer before drains
         following = after.body if after and can_hand_off(after.body, config) else None
         waited = place(em, layer.body, config, following) if handed else None
-        workloads.append(_emit(em, layer, config, plan, across.get(k, after.body if after else None)))
+        workloads.append(_emit(em, layer, config, plan, across.get(k, after.body if after else None),
+                               layers[far[k]].body if k in far else None, preloaded))
         if handed:
             hand_off(em, start, layer.body, waited, config)
     tensors = list(builder.planner.tensors)

@@ -55,7 +55,7 @@ def plan_kept_inputs(layers: list[Layer], config: ArchConfig, across: dict[int, 
         busy += [operand_region(layer) for layer in gemms if layer is not prev]
         busy += [(layer.prefetched_input[0], layer.prefetched_input[0] + layer.first_input_bytes())
                  for layer in gemms if layer.prefetched_input and layer is not body]  # (body's: replaced)
-        busy = [region for region in busy if region is not None] + ([_kept(prev)] if prev.kept_input else [])
+        busy = [region for region in busy if region is not None] + ([kept_region(prev)] if prev.kept_input else [])
         floor = max(prev.spad_end(), body.spad_end())
         for count in range(len(body.row_tiles()), 0, -1):
             tiles, size = _covering_pooled(prev, body, count) if prev.window else \
@@ -173,7 +173,7 @@ def _after_their_readers(prev: GemmLayer, address: int, tiles: int, operands: tu
     return True
 
 
-def _kept(layer: GemmLayer) -> tuple[int, int] | None:
+def kept_region(layer: GemmLayer) -> tuple[int, int] | None:
     """The scratchpad region a layer's first row tiles read their input from where the layer before kept it."""
     if layer.kept_input is None:
         return None

@@ -119,12 +119,17 @@ def transfers(ops: list[Op]) -> list[tuple[Op, Op | None, Op]]:
     return found
 
 
-def fill(timing: Timing, allowed: list[bool], items: list[Transfer], config: ArchConfig) -> bool:
-    """Cut `items` into pieces, each into the first allowed gap it fits from its `earliest` step (and not before the
-    last piece of an item before it, unless it is not `ordered`), several into one gap as long as they fit; the rest
-    of each after the layer's last load. Whether any piece went into a gap."""
+def budget(timing: Timing, allowed: list[bool]) -> list[float]:
+    """The cycles of pieces each step's gap may take (`MARGIN` of it, none where a piece may not go)."""
+    return [idle * MARGIN if ok else 0.0 for idle, ok in zip(timing.idle, allowed)]
+
+
+def fill(left: list[float], items: list[Transfer], config: ArchConfig) -> bool:
+    """Cut `items` into pieces, each into the first gap it fits from its `earliest` step (and not before the last
+    piece of an item before it, unless it is not `ordered`), several into one gap as long as they fit (`left`: the
+    cycles each still has, taken as they are); the rest of each after the layer's last load. Whether any piece went
+    into a gap."""
     latency = config.dram_latency_cycles
-    left = [idle * MARGIN if ok else 0.0 for idle, ok in zip(timing.idle, allowed)]
     placed, j = False, 0
     for item in items:
         row, rows, cycles = 0, item.load.fields["rows"], item.row_cycles(config)

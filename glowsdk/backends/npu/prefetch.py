@@ -46,7 +46,7 @@ from .depthwise import DepthwiseLayer
 from .gemm import GemmLayer
 from .instructions import Op
 from .layers import Layer
-from .pieces import Timing, Transfer, fill, transfers
+from .pieces import Timing, Transfer, budget, fill, transfers
 from .pipeline import OPERAND, PREFETCH, STORED, Step, Tile
 from .scratchpad import align, align_down
 from .tensors import DramTensor
@@ -236,14 +236,19 @@ def place_region(size: int, busy: list[tuple[int, int]], floor: int, config: Arc
 
 
 def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: list[int], after: GemmLayer,
-               base: Callable[[DramTensor], int], constants: int, config: ArchConfig) -> list[tuple[int, int]]:
+               base: Callable[[DramTensor], int], constants: int, config: ArchConfig, far: GemmLayer | None = None,
+               preloaded: set[int] | None = None) -> list[tuple[int, int]]:
     """The prefetches a convolution layer makes for the next one, `after`: the first weight block where the load
     engine has room for it (`_room`), else in pieces with the first input's where they fit (`_in_pieces`), else
     after the layer's own last load; then, after that load, the first input
     rows, whose first load (each of the two `split_row` makes) waits for the STORE of the layer (from
     `em.layer_start`) that writes the last of its rows (a CONFIG_STORE restated after it signals STORED). Returns
     each insertion into the layer's instructions, in order, as (index, count), so positions taken before (the
-    layer's tile marks) can be moved past them."""
+    layer's tile marks) can be moved past them. With `far` (far.py), the layer loads that one's first operands too
+    where they all fit its gaps, and adds it to `preloaded`; for an `after` in `preloaded`, it makes only the
+    signals."""
+    if preloaded is not None and id(after) in preloaded:
+        return _signals(em, after)
     inserted: list[tuple[int, int]] = []
     tail = _before_operands(em, layer, tiles, after, config)
     if after.prefetched is not None:
@@ -251,7 +256,7 @@ def emit_ahead(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
         emit_prefetch(weights, after, constants)
         at = _room(layer, tiles, load_cycles(weights.instructions, config), config)
         if at is None and not layer.window:  # (a pooled layer's vector work holds up the loads' dispatch)
-            pieces = _in_pieces(em, layer, tiles, step_starts, after, base, constants, tail, config)
+            pieces = _in_pieces(em, layer, tiles, step_starts, after, base, constants, tail, config, far, preloaded)
             if pieces is not None:
                 return pieces
         where = tail if at is None else step_starts[at]
@@ -366,11 +371,12 @@ def _readers(layer: GemmLayer) -> int:
 
 
 def _in_pieces(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: list[int], after: GemmLayer,
-               base: Callable[[DramTensor], int], constants: int, tail: int, config: ArchConfig
-               ) -> list[tuple[int, int]] | None:
+               base: Callable[[DramTensor], int], constants: int, tail: int, config: ArchConfig,
+               far: GemmLayer | None, preloaded: set[int] | None) -> list[tuple[int, int]] | None:
     """`emit_ahead` where the weight block fits no step whole: it and the first input's transfers in pieces
-    (pieces.py), those that fit the load engine's gaps there, the rest where `emit_ahead` puts them whole; the
-    insertions as `emit_ahead` returns them, or None (and nothing emitted) where no piece fits a gap."""
+    (pieces.py), those that fit the load engine's gaps there, the rest where `emit_ahead` puts them whole (then
+    `far`'s, signalling nothing, where all fit the gaps left); the insertions as `emit_ahead` returns them, or None
+    (and nothing emitted) where no piece fits a gap."""
     steps = [step for tile in tiles for step in tile.steps]
     timing = Timing(tiles, config)
     allowed = [j > 0 and bool(steps[j - 1].loads) and bool([*steps[j].shared, *steps[j].loads])
@@ -393,17 +399,24 @@ def _in_pieces(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
                                  and timing.free[j] >= timing.stored[tile]), len(steps))
             items.append(Transfer(configure, pad, op, earliest, mine is not None and mine != waited))
             waited = mine
-    if not fill(timing, allowed, [*items[1:], items[0]], config):  # (the inputs first: the weights fit anywhere)
+    left = budget(timing, allowed)
+    placed = fill(left, [*items[1:], items[0]], config)  # (the inputs first: the weights fit anywhere)
+    early = _far_items(far, base, constants) if far is not None and preloaded is not None else []
+    if not fill(left, early, config) or any(j is None for item in early for _, _, j in item.pieces):
+        early = []
+    if not placed and not early:
         return None
+    if early:
+        preloaded.add(id(far))
     found = [w for w, _ in writers if w is not None]
     late = bool(found) and tail <= max(found)  # (the rest follows the last STORE it waits for)
     insertions = [(w + 1, 0, [restated.replace(wait_sem=0, wait_count=0, signal_sem=STORED, signal_count=1)])
                   for w, restated in sorted({w: r for w, r in writers if w is not None}.items())]
-    for k, item in enumerate(items):
+    for k, item in enumerate([*items, *early]):
         for n, (r0, r1, j) in enumerate(item.pieces):
             piece = Emitter()
             for op in item.ops(r0, r1):
-                last = n == len(item.pieces) - 1
+                last = n == len(item.pieces) - 1 and k < len(items)
                 piece.emit(op, Sync(wait=STORED, wait_count=int(item.stored and n == 0), signal=PREFETCH,
                                     signal_count=int(last)) if op.mnemonic == "LOAD" else None)
             where = step_starts[j] if j is not None else len(em.instructions) if k and late else tail
@@ -414,6 +427,28 @@ def _in_pieces(em: Emitter, layer: GemmLayer, tiles: list[Tile], step_starts: li
         inserted.append((where + shift, len(instrs)))
         shift += len(instrs)
     return inserted
+
+
+def _far_items(far: GemmLayer, base: Callable[[DramTensor], int], constants: int) -> list[Transfer]:
+    """`far`'s first weight block and input transfers (in DRAM before the layer loading them began) as pieces'
+    items: its regions are clear of every one in use meanwhile (far.py), so any step may take them."""
+    offset, rows, width = far.first_weights()
+    items = [Transfer(config_load(width, 0, width), None, load(constants + offset, "spad", far.prefetched, rows, 1),
+                      1, ordered=False)]
+    if far.prefetched_input is not None:
+        items += [Transfer(configure, pad, op, 1)
+                  for configure, pad, op in transfers(far.first_input(base, far.prefetched_input[0]))]
+    return items
+
+
+def _signals(em: Emitter, after: GemmLayer) -> list[tuple[int, int]]:
+    """The PREFETCH signals `after`'s first step waits for where the layer three back loaded its operands (far.py):
+    each the CONFIG_LOAD in effect restated, at the layer's end. Returns the insertion, (index, count)."""
+    restated = next(i for i in reversed(em.instructions) if i.mnemonic == "CONFIG_LOAD")
+    count = 1 + (after.prefetched_input[1] if after.prefetched_input else 0)
+    at = len(em.instructions)
+    em.instructions += [restated.replace(wait_sem=0, wait_count=0, signal_sem=PREFETCH, signal_count=1)] * count
+    return [(at, count)]
 
 
 def load_cycles(program: list[Instr], config: ArchConfig, transfer: str = "LOAD") -> float:
