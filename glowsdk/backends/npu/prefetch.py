@@ -25,7 +25,7 @@ read its rows in their own slot, the second step loads a prefetched first chunk 
 before is not DRAM-bound, since its rows cross the bus twice). Where they begin in rows it stores before its last
 row tile and end in it (a strided 3 x 3 layer of one row tile after a 1 x 1 one of two), they load in two
 (`split_row`): the rows stored before once the last of them is, the rest after its last STORE, each LOAD behind its
-own STORED. Rows an earlier layer wrote (a residual block's projection reads the block's input) are in DRAM before
+own STORED; so do rows straddling two earlier row tiles where the later one stores late (storetime.py). Rows an earlier layer wrote (a residual block's projection reads the block's input) are in DRAM before
 the layer before begins: their load waits for nothing. So once the barrier passes the array starts at once (or
 before it: handoff.py). The region lies above both layers' buffers and clear of every other region in use while it
 is loaded or read: the weight blocks prefetched for the layer before, for this layer and for the one after, and the
@@ -49,6 +49,7 @@ from .layers import Layer
 from .pieces import Timing, Transfer, budget, fill, transfers
 from .pipeline import OPERAND, PREFETCH, STORED, Step, Tile
 from .scratchpad import align, align_down
+from .storetime import stored_late
 from .tensors import DramTensor
 from .tile_loads import config_load, load
 from .tiling import array_cycles
@@ -169,10 +170,11 @@ def _stored_early(prev: GemmLayer, body: GemmLayer) -> bool:
 
 
 def split_row(prev: GemmLayer, body: GemmLayer) -> int | None:
-    """The image row from which `prev` stores the rest of `body`'s first input in its last row tile, where that input
-    (a whole first step's, one image's) begins in rows `prev` stores before it: those load once stored, the rest
-    after `prev`'s last STORE (`emit_ahead`), and the first product still runs before the barrier; None where the
-    input does not straddle the last row tile."""
+    """The image row from which `prev` stores the rest of `body`'s first input in the row tile that stores its last
+    row, where that input (a whole first step's, one image's) begins in rows `prev` stores before it: those load once
+    stored, the rest after that tile's STORE (`emit_ahead`), and the first product still runs before the barrier; None
+    where the input lies in one row tile, or ends in one before the last that stores before the load engine reaches
+    the rows anyway (storetime.py)."""
     s, src, r = body.shape, body.source, prev.result
     if body.prefetched is None or body.gate or body.packing or body.groups != 1 or body.pool or body.window \
             or body.tiling.images != 1 or src.batch != 1 or len(body.first_chunks()) > 1 or prev.pool \
@@ -181,8 +183,9 @@ def split_row(prev: GemmLayer, body: GemmLayer) -> int | None:
         return None
     oy0, oy1 = body.row_tiles()[0]
     first = oy0 * s.stride[0] - s.pads[0]
-    row = prev.stored_early()
-    return row if max(first, 0) < row <= min(first + s.in_rows(oy1 - oy0) - 1, s.height - 1) else None
+    last = min(first + s.in_rows(oy1 - oy0) - 1, s.height - 1)
+    row = prev.stored_early() if prev.window else next(start for start, end in prev.row_tiles() if last < end)
+    return row if max(first, 0) < row <= last and (row == prev.stored_early() or stored_late(prev, row)) else None
 
 
 def _split(ops: list[Op], rows: int) -> list[Op]:

@@ -113,7 +113,7 @@ def _region(prev: object, prev_option: Option | None, prev_region: tuple[int, in
     try:
         with _trying(prev, prev_option), _trying(body, option):
             region = input_region(prev, body, after, config)
-            return region, region is not None and split_row(prev, body) is None
+            return region, region is not None and split_row(prev, body) != prev.stored_early()
     finally:
         prev.prefetched_input = saved
 
