@@ -35,8 +35,8 @@ from .handoff import can_hand_off
 from .instructions import Op
 from .layers import Layer
 from .pipeline import Tile
-from .prefetch import (as_instrs, load_cycles, memory_bound, place_region, products_cycles, tensors_overlap,
-                       weight_region)
+from .prefetch import memory_bound, place_region, tensors_overlap, weight_region
+from .static_time import as_instrs, load_cycles, products_cycles
 from .step_cost import dram_runs, image_runs, transfer_cycles
 from .tensors import DramTensor
 

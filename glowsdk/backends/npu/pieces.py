@@ -21,6 +21,7 @@ from isa.config import ArchConfig
 
 from .instructions import CONFIG_PAD, Op
 from .pipeline import Tile
+from .static_time import as_instrs, load_cycles, products_cycles, vector_cycles
 
 MARGIN = 0.9
 """The share of a modeled gap its pieces may take: the static timing misses some of the DRAM contention."""
@@ -37,7 +38,6 @@ class Timing:
     when its stores are done (`stored`)."""
 
     def __init__(self, tiles: list[Tile], config: ArchConfig) -> None:
-        from .prefetch import as_instrs, load_cycles, products_cycles, vector_cycles  # (prefetch imports this)
         steps = [(t, step) for t, tile in enumerate(tiles) for step in tile.steps]
         loads = [load_cycles(as_instrs([*step.shared, *step.loads]), config) for _, step in steps]
         lasts = [g for g in range(len(steps)) if g + 1 == len(steps) or steps[g + 1][0] != steps[g][0]]

@@ -37,9 +37,8 @@ from dataclasses import replace
 from typing import Callable
 
 from isa.config import ArchConfig
-from isa.encoding import Instr, make_instr
+from isa.encoding import Instr
 from isa.program import extents, with_registers
-from sim.timing import matmul_cycles, static_cycles
 
 from .emitter import Emitter, Sync
 from .depthwise import DepthwiseLayer
@@ -47,8 +46,9 @@ from .gemm import GemmLayer
 from .instructions import Op
 from .layers import Layer
 from .pieces import Timing, Transfer, budget, fill, transfers
-from .pipeline import OPERAND, PREFETCH, STORED, Step, Tile
+from .pipeline import OPERAND, PREFETCH, STORED, Tile
 from .scratchpad import align, align_down
+from .static_time import as_instrs, load_cycles, products_cycles, vector_cycles
 from .storetime import stored_late
 from .tensors import DramTensor
 from .tile_loads import config_load, load
@@ -327,12 +327,6 @@ def _before_operands(em: Emitter, layer: GemmLayer, tiles: list[Tile], after: Ge
     return operands[-1] - (len(last.operands) - 1)  # (they end with the last tile's last operand load)
 
 
-def vector_cycles(ops: list[Op], config: ArchConfig) -> int:
-    """The cycles a list of vector-engine operations occupies it."""
-    return sum(static_cycles(instr, registers, config) or 0
-               for instr, registers in with_registers(as_instrs(ops), config))
-
-
 def _moved(index: int, inserted: list[tuple[int, int]]) -> int:
     """Where the instruction at `index` lies after the insertions made since, (index, count) in order."""
     for where, count in inserted:
@@ -454,29 +448,6 @@ def _signals(em: Emitter, after: GemmLayer) -> list[tuple[int, int]]:
     return [(at, count)]
 
 
-def load_cycles(program: list[Instr], config: ArchConfig, transfer: str = "LOAD") -> float:
-    """The DRAM cycles of a program's LOADs (or STOREs), each paying the request latency, at full bandwidth."""
-    size, total = 1, 0.0
-    for instr in program:
-        if instr.mnemonic == "CONFIG_" + transfer:
-            size = instr.elem_bytes
-        elif instr.mnemonic == transfer:
-            total += config.dram_latency_cycles + instr.planes * instr.rows * instr.cols * size / \
-                config.dram_bytes_per_cycle
-    return total
-
-
-def products_cycles(step: Step, config: ArchConfig) -> int:
-    """The array's cycles for a step's products, each in its CONFIG_MATMUL's dataflow."""
-    total, flow = 0, config.reset_dataflow
-    for op in step.matmuls:
-        if op.mnemonic == "CONFIG_MATMUL":
-            flow = op.fields["dataflow"]
-        elif op.mnemonic == "MATMUL":
-            total += matmul_cycles(op.fields["rows"], op.fields["k"], op.fields["n"], flow, config)
-    return total
-
-
 def _reads(ops: list[Op], config: ArchConfig) -> list[tuple[int, int]]:
     """The DRAM byte ranges a list of loads (led by their configuration) reads."""
     return [(e.start, e.stop) for instr, registers in with_registers(as_instrs(ops), config)
@@ -495,7 +466,3 @@ def _writer(program: list[Instr], start: int, reads: list[tuple[int, int]], conf
                                                for e in extents(instr, registers) for a, b in reads):
             writer, restated = index, latest
     return writer, restated
-
-
-def as_instrs(ops: list[Op]) -> list[Instr]:
-    return [make_instr(op.mnemonic, **op.fields) for op in ops]
