@@ -144,3 +144,17 @@ def test_a_layout_leaves_the_next_hand_off_room_beside_its_last_tile(monkeypatch
     inputs = network.random_inputs(1)
     cycles = [run_binary(n.compiled.binary, PRESETS["server"], inputs).result.cycles for n in (npu, alone)]
     assert cycles[0] < cycles[1]
+
+
+def test_a_residual_layer_leaves_the_next_hand_off_room_before_its_own():
+    """resnet50's first block on 56 x 56 images: after the downsample (1 x 1, 64 -> 256, a REQUANT a tile), the
+    expansion with the residual addition (two passes a tile) can have its own product wait for the downsample's
+    last tile, or the next layer's wait for its own last tile: the latter is longer, so it is the one avoided."""
+    b = NetBuilder((1, 64, 56, 56))
+    x = b.conv("x", 64, 64, 1, 0)
+    y = b.conv(b.conv(x, 64, 64, 1, 0), 64, 64, 3, 1)
+    shortcut = b.conv(x, 64, 256, 1, 0, relu=False)
+    z = b.node("Relu", [b.node("Add", [b.conv(y, 64, 256, 1, 0, relu=False), shortcut])])
+    npu = assert_bit_exact(b.network(b.conv(b.conv(z, 256, 64, 1, 0), 64, 64, 3, 1)), config="server")
+    [(signal, last)] = last_handshakes(npu)
+    assert signal < last

@@ -26,6 +26,7 @@ from isa.schema import Engine
 
 from .accpack import packed_offset, tile_words
 from .emitter import Emitter
+from .epilogue import AddTensor
 from .gemm import GemmLayer
 from .pipeline import COMPUTED
 
@@ -141,7 +142,7 @@ def place(em: Emitter, body: GemmLayer, config: ArchConfig, after: GemmLayer | N
     """Before the layer of `body` is emitted (the layer before is `em`'s last): set its `acc_base`, `bias_last`
     and `swapped` (module doc), and return the instruction its moved product waits for (`handoff.hand_off`;
     None: none). Where the layer `after` it hands off its first product too, of the layouts whose product waits
-    as late, the one that lets that product wait least late (`_drained`)."""
+    as late, the one that lets that product wait least late (`_drained`); with a residual addition, that first."""
     seen = touches(em.instructions, em.debug[-1].start, len(em.instructions) - 1, config)
     limit = min(config.accumulator_bytes // 4, BIAS_WORDS)
     fitting, offsets, size = _options(body, sorted({stop for _, stop in seen.extents}), limit)
@@ -151,9 +152,14 @@ def place(em: Emitter, body: GemmLayer, config: ArchConfig, after: GemmLayer | N
         found = seen.waited(start, start + size)
         return -1 if found is None else found
 
+    # a residual addition makes each tile's vector work two passes: the next product waiting for the last tile's
+    # outlasts this one's waiting for the layer before's, so the next layer's wait comes first
+    heavy = any(isinstance(op, AddTensor) for op in body.epilogue)
+
     def key(option: Option) -> tuple:
         index = waited(option)
-        return seen.late(index), _next_waits(after, _drained(body, option), limit) if after else 0, index
+        own, following = seen.late(index), _next_waits(after, _drained(body, option), limit) if after else 0
+        return (following, own, index) if heavy else (own, following, index)
     best = min(fitting, key=key)  # (the first of equals: today's layout, its first slot)
     body.acc_base, (body.bias_last, body.swapped) = best
     return None if waited(best) < 0 else waited(best)
