@@ -50,19 +50,21 @@ def handed_off(npu) -> list[int]:
             if getattr(layer.body, "prefetched_input", None) or getattr(layer.body, "kept_input", None)]
 
 
-@pytest.mark.parametrize("net", ["server", "wide"])
-def test_layouts_move_and_the_moved_product_writes_its_first_slot_there(net, request):
+@pytest.mark.parametrize("net, bias_last", [("server", True), ("wide", False)])
+def test_layouts_move_and_the_moved_product_writes_its_first_slot_there(net, bias_last, request):
+    """On `server` a layout puts its bias row last (a slot-sized first product in the layer before's other slot);
+    on `wide` one moves up with its bias row first."""
     _, npu = request.getfixturevalue(net)
     debug, program, layers = npu.compiled.binary.debug, npu.compiled.binary.instructions, npu.compiled.layers
     bodies = [layers[k].body for k in handed_off(npu)]
-    assert any(body.acc_base and not body.bias_last for body in bodies) or net == "server"
-    assert any(body.bias_last for body in bodies) or net == "wide"  # a slot-sized first product in the layer
-    # before's other slot
+    assert any(body.bias_last for body in bodies) if bias_last else \
+        any(body.acc_base and not body.bias_last for body in bodies)
     words = PRESETS["server"].accumulator_bytes // 4
     for k in handed_off(npu):
         body, before, mine = layers[k].body, debug[k - 1], debug[k]
         assert body.acc_end() <= words
-        [at] = [j for j in range(before.start, before.stop) if program[j].wait_count and program[j].wait_sem == PREFETCH]
+        [at] = [j for j in range(before.start, before.stop)
+                if program[j].wait_count and program[j].wait_sem == PREFETCH]
         assert program[at + 1].acc == body.first_product()[0]
         bias = body.acc_base + (2 * body.acc_slot() if body.bias_last else 0)
         requants = [i for i in program[mine.start:mine.stop] if i.mnemonic == "CONFIG_REQUANT"]

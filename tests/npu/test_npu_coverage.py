@@ -14,7 +14,6 @@ from glowsdk.backends.npu.gemm import GemmLayer
 from glowsdk.errors import UnsupportedOpsError
 from glowsdk.quantization import QuantizationConfig, calibration_random, collect_profile
 from glowsdk.reference.evaluator import evaluate
-from isa import PRESETS
 from isa.config import resolve_config
 from sim.binding import run_binary
 

@@ -8,7 +8,11 @@ import dataclasses
 
 import pytest
 
+from glowsdk.backends.npu.gemm import GemmLayer
+from glowsdk.backends.npu.kept_inputs import kept_region
+from glowsdk.backends.npu.operands_ahead import operand_region
 from glowsdk.backends.npu.pipeline import PREFETCH
+from glowsdk.backends.npu.prefetch import weight_region
 from isa import PRESETS
 from sim.binding import run_binary
 from sim.errors import RaceError
@@ -66,6 +70,26 @@ def test_the_layer_three_back_loads_the_projections_first_operands_and_the_one_b
     # clear of the buffers of the layers from the one loading them to the projection
     assert max(layer.body.spad_end() for layer in layers[k - 3:k + 1]) <= min(body.prefetched,
                                                                                body.prefetched_input[0])
+
+
+def test_the_moved_regions_are_clear_of_every_region_in_use_meanwhile(compiled):
+    """The layers from the one loading them to two after the projection: their prefetched weight blocks and input
+    rows, kept inputs and residual operands loaded ahead, the projection's own operands included."""
+    _, npu = compiled
+    layers = npu.compiled.layers
+    k, _, _ = far_loads(npu)
+    body = layers[k].body
+    _, rows, width = body.first_weights()
+    moved = [(body.prefetched, body.prefetched + rows * width),
+             (body.prefetched_input[0], body.prefetched_input[0] + body.first_input_bytes())]
+    used = [operand_region(body)]
+    for b in (layer.body for layer in layers[k - 3:k + 3]):
+        if isinstance(b, GemmLayer) and b is not body:
+            used += [weight_region(b), operand_region(b), kept_region(b)]
+            if b.prefetched_input is not None:
+                used.append((b.prefetched_input[0], b.prefetched_input[0] + b.first_input_bytes()))
+    used = [region for region in used if region is not None]
+    assert used and all(end <= start or stop <= begin for begin, end in moved for start, stop in used)
 
 
 def test_a_piece_loaded_after_the_signals_checked_mode_names_the_race(compiled):

@@ -70,8 +70,6 @@ def test_the_layer_before_loads_the_planned_first_input_after_the_store_of_its_l
         ("CONFIG_MATMUL", 1 + transfers)
 
 
-
-
 def strided():
     """A 1 x 1 convolution 256 -> 64 on 56 x 56, a 3 x 3 stride-2 one 64 -> 128 (resnet50's conv__11 and conv__12),
     then a 1 x 1 one 128 -> 8 on 28 x 28, which on server is tiled 14 rows of 28 pixels."""

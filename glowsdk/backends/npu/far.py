@@ -47,8 +47,11 @@ def plan_far(layers: list[Layer], config: ArchConfig, across: dict) -> dict[int,
             continue
         busy = []
         for b in bodies[j:k + 3]:
-            if isinstance(b, GemmLayer) and b is not body:
-                busy += [weight_region(b), operand_region(b), kept_region(b)]
+            if not isinstance(b, GemmLayer):
+                continue
+            busy.append(operand_region(b))  # (the convolution's own too: the layer before loads them there)
+            if b is not body:
+                busy += [weight_region(b), kept_region(b)]
                 if b.prefetched_input is not None:
                     busy.append((b.prefetched_input[0], b.prefetched_input[0] + b.first_input_bytes()))
         busy = [region for region in busy if region is not None]

@@ -25,9 +25,12 @@ read its rows in their own slot, the second step loads a prefetched first chunk 
 before is not DRAM-bound, since its rows cross the bus twice). Where they begin in rows it stores before its last
 row tile and end in it (a strided 3 x 3 layer of one row tile after a 1 x 1 one of two), they load in two
 (`split_row`): the rows stored before once the last of them is, the rest after its last STORE, each LOAD behind its
-own STORED; so do rows straddling two earlier row tiles where the later one stores late (storetime.py). Rows an earlier layer wrote (a residual block's projection reads the block's input) are in DRAM before
-the layer before begins: their load waits for nothing. So once the barrier passes the array starts at once (or
-before it: handoff.py). The region lies above both layers' buffers and clear of every other region in use while it
+own STORED; so do rows straddling two earlier row tiles where the later one stores late (storetime.py). Rows an
+earlier layer wrote (a residual block's projection reads the block's input) are in DRAM before the layer before
+begins: their load waits for nothing. So once the barrier passes the array starts at once (or before it: handoff.py).
+Where the next layer's first weight block and rows fit no gap of the load engine whole, they load in pieces in its
+idle time among the layer's steps (pieces.py; not in a window-pooled layer, whose vector work holds up the loads'
+dispatch). The region lies above both layers' buffers and clear of every other region in use while it
 is loaded or read: the weight blocks prefetched for the layer before, for this layer and for the one after, and the
 input region of the layer before.
 """
@@ -184,8 +187,9 @@ def split_row(prev: GemmLayer, body: GemmLayer) -> int | None:
     oy0, oy1 = body.row_tiles()[0]
     first = oy0 * s.stride[0] - s.pads[0]
     last = min(first + s.in_rows(oy1 - oy0) - 1, s.height - 1)
-    row = prev.stored_early() if prev.window else next(start for start, end in prev.row_tiles() if last < end)
-    return row if max(first, 0) < row <= last and (row == prev.stored_early() or stored_late(prev, row)) else None
+    row = prev.stored_early() if prev.window else \
+        next((start for start, end in prev.row_tiles() if last < end), None)
+    return row if row is not None and max(first, 0) < row <= last and (row == prev.stored_early() or stored_late(prev, row)) else None
 
 
 def _split(ops: list[Op], rows: int) -> list[Op]:

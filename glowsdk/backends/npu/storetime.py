@@ -9,7 +9,7 @@ conv__8's 128 more, conv__17's and conv__20's 71).
 """
 from __future__ import annotations
 
-from sim.timing import vector_cycles
+from sim.timing import vector_cycles as lane_cycles
 
 from .epilogue import vector_passes
 from .gemm import GemmLayer
@@ -31,5 +31,5 @@ def stored_late(layer: GemmLayer, row: int) -> bool:
     runs = rows * s.out_width * n // run
     store = transfer_cycles(runs * -(-run // config.dma_burst_bytes), runs * -(-run // config.dram_bytes_per_cycle),
                             config)
-    drain = vector_cycles(rows * s.out_width * n * vector_passes(layer.epilogue), config) + store
+    drain = lane_cycles(rows * s.out_width * n * vector_passes(layer.epilogue), config) + store
     return drain > sum(steps[last + 1:len(steps) - 2])

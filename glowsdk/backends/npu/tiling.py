@@ -288,6 +288,8 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
     t = Streams.opened(s, n, c, [dram_runs(1, 4 * s.out_channels, 0, config)], 4 * s.out_channels, config)
     array = stall = 0.0
     first_load = first_mm = last_mm = tile_vector = last_tail = 0.0
+    rows_in: tuple[float, tuple[float, float]] = (0.0, (0.0, 0.0))
+    """the first step's input transfers and their runs: what each later row tile loads besides its own steps"""
     sizes = row_tile_sizes(s, rows, n, config)
     runs = len(row_runs(s, sizes, images, batch))
     for at, ((row_count, _, _, _, transfers), outs) in enumerate(layer.walk(t, sizes, images, batch, n, c, extra)):
