@@ -5,7 +5,6 @@ tile reads rows 0..18). Checked mode, bit-exact; without the second piece's wait
 """
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 
@@ -19,6 +18,7 @@ from sim.errors import RaceError
 
 from npu_nets import NetBuilder
 from test_npu_backend import assert_bit_exact
+from test_npu_prefetch import without_the_second_stored_wait
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +51,8 @@ def test_rows_straddling_two_row_tiles_before_the_last_load_in_two_each_behind_i
 
 def test_without_the_second_pieces_wait_checked_mode_names_the_race(straddling):
     network, npu = straddling
-    binary = npu.compiled.binary
-    [_, last] = [i for i, instr in enumerate(binary.instructions) if instr.mnemonic == "LOAD" and instr.wait_count
-                 and instr.wait_sem == STORED]
-    [_, signal] = [i for i, instr in enumerate(binary.instructions)
-                   if instr.signal_count and instr.signal_sem == STORED]
-    program = list(binary.instructions)
-    program[last] = program[last].replace(wait_sem=0, wait_count=0)
-    program[signal] = program[signal].replace(signal_sem=0, signal_count=0)
     with pytest.raises(RaceError, match="LOAD.*reads dram"):
-        run_binary(dataclasses.replace(binary, instructions=program), PRESETS["server"], network.random_inputs(3),
+        run_binary(without_the_second_stored_wait(npu.compiled.binary), PRESETS["server"], network.random_inputs(3),
                    checked=True)
 
 
