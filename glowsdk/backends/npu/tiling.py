@@ -286,7 +286,7 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
     pitches = pitches or Pitches(s.channels, s.out_channels)
     layer = CostedLayer(s, config, pitches, vector_passes, input_passes, packed, products, pooled)
     t = Streams.opened(s, n, c, [dram_runs(1, 4 * s.out_channels, 0, config)], 4 * s.out_channels, config)
-    array = stall = 0.0
+    array = stall = paced = 0.0
     first_load = first_mm = last_mm = tile_vector = last_tail = 0.0
     rows_in: tuple[float, tuple[float, float]] = (0.0, (0.0, 0.0))
     """the first step's input transfers and their runs: what each later row tile loads besides its own steps"""
@@ -302,6 +302,8 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
                 array += alike * step.mm
                 work += out.count * c_count * step.mm
                 reads = 0.0 if t.stationary else transfers * step.reads / alike
+                paced += (step.reads * transfers * transfer_cycles(*step.image, config)
+                          + step.fetches * transfer_cycles(*step.weights, config))
                 loads += [(out.count * c_count * step.fetches / alike, step.weights),
                           (out.count * c_count * reads, step.image)]
                 if not first_load:
@@ -311,6 +313,7 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
                     rows_in = (transfers, step.image)
                 last_mm = step.mm
             loads.append((out.count * extra, out.cost.out))
+            paced += out.tiles * extra * out.cost.store
             stored = (stored[0] + out.count * out.cost.out[0], stored[1] + out.count * out.cost.out[1])
             tile_vector, last_tail = out.cost.vector, out.cost.vector + out.cost.store
         if t.stationary and not keeps_input(s, pitches):
@@ -321,9 +324,10 @@ def estimate(shape: ConvShape, rows: int, n: int, c: int, config: ArchConfig, ex
             stall += later * max(0.0, shared_loads([rows_in], (0.0, 0.0), config) - room)
     # the busiest stream, started by the first step's loads and ended by the last tile's vector work and store
     # an engine starts a transfer once its last one has completed, so each transfer's end drains the engine's part
-    # of the window for about a latency, half of which the other engine takes up
+    # of the window for about a latency, half of which the other engine takes up; each load takes at least what it
+    # takes alone (`paced`: a load of short requests is paced by the window, not the bus)
     drained = (t.loads + t.store_transfers * config.dram_latency_cycles) / 2
-    dram = max(t.loads + t.bus, t.stores, t.held / config.dram_max_outstanding + drained)
+    dram = max(t.loads + t.bus, t.stores, t.held / config.dram_max_outstanding + drained, paced)
     streams = max(dram + last_mm + last_tail, first_load + array + stall + last_tail,
                   first_load + first_mm + t.vector - tile_vector + last_tail)
     return t.traffic // batch, (streams + STEP_OVERHEAD_CYCLES * t.steps) / batch
