@@ -36,7 +36,7 @@ from .instructions import Op
 from .layers import Layer
 from .pipeline import Tile
 from .prefetch import memory_bound, place_region, tensors_overlap, weight_region
-from .static_time import as_instrs, load_cycles, products_cycles
+from .static_time import as_instrs, load_cycles, products_cycles, step_times
 from .step_cost import dram_runs, image_runs, transfer_cycles
 from .tensors import DramTensor
 
@@ -155,12 +155,7 @@ def _placements(layer: GemmLayer, tiles: list[Tile], pieces: list[float], before
         arrays[0] = max(arrays[0] - layer.first_product_cycles(), 0)
 
     def ends(extra: dict[int, float]) -> list[float]:
-        loaded, done = 0.0, []
-        for g in range(len(steps)):
-            loaded = max(loaded, done[g - 2] if g >= 2 else 0.0) + extra.get(g, 0.0) + loads[g]
-            done.append(max(loaded, done[-1] if done else 0.0) + arrays[g])
-            loaded += after_tile.get(g, 0.0)
-        return done
+        return step_times(loads, arrays, after_tile, extra)[1]
 
     alone = ends(before)
     extra, placed, g = dict(before), [], 1

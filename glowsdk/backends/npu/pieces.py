@@ -21,7 +21,7 @@ from isa.config import ArchConfig
 
 from .instructions import CONFIG_PAD, Op
 from .pipeline import Tile
-from .static_time import as_instrs, load_cycles, products_cycles, vector_cycles
+from .static_time import as_instrs, load_cycles, products_cycles, step_times, vector_cycles
 
 MARGIN = 0.9
 """The share of a modeled gap its pieces may take: the static timing misses some of the DRAM contention."""
@@ -44,22 +44,11 @@ class Timing:
         for g in lasts:
             if g + 2 < len(steps):
                 loads[g + 2] += load_cycles(as_instrs(tiles[steps[g][0]].stores), config, "STORE")
-        self.free: list[float] = []
-        self.idle: list[float] = []
-        self.stored: list[float] = []
-        ends: list[float] = []
-        engine = 0.0
-        for g, (t, step) in enumerate(steps):
-            wait = ends[g - 2] if g >= 2 else 0.0
-            self.free.append(engine)
-            self.idle.append(max(wait - engine, 0.0))
-            engine = max(engine, wait) + loads[g]
-            ends.append(max(engine, ends[-1] if ends else 0.0) + (products_cycles(step, config) if step.matmuls else 0))
-            if g in lasts:
-                tile = tiles[t]
-                engine += load_cycles(as_instrs(tile.operands), config)
-                self.stored.append(ends[g] + vector_cycles(tile.vector, config)
-                                   + load_cycles(as_instrs(tile.stores), config, "STORE"))
+        after = {g: load_cycles(as_instrs(tiles[steps[g][0]].operands), config) for g in lasts}
+        self.free, ends = step_times(loads, [products_cycles(step, config) for _, step in steps], after)
+        self.idle = [max((ends[g - 2] if g >= 2 else 0.0) - free, 0.0) for g, free in enumerate(self.free)]
+        self.stored = [ends[g] + vector_cycles(tiles[steps[g][0]].vector, config)
+                       + load_cycles(as_instrs(tiles[steps[g][0]].stores), config, "STORE") for g in lasts]
 
 
 @dataclass

@@ -51,7 +51,7 @@ from .layers import Layer
 from .pieces import Timing, Transfer, budget, fill, transfers
 from .pipeline import OPERAND, PREFETCH, STORED, Tile
 from .scratchpad import align, align_down
-from .static_time import as_instrs, load_cycles, products_cycles, vector_cycles
+from .static_time import as_instrs, load_cycles, products_cycles, step_times, vector_cycles
 from .storetime import stored_late
 from .tensors import DramTensor
 from .tile_loads import config_load, load
@@ -189,7 +189,9 @@ def split_row(prev: GemmLayer, body: GemmLayer) -> int | None:
     last = min(first + s.in_rows(oy1 - oy0) - 1, s.height - 1)
     row = prev.stored_early() if prev.window else \
         next((start for start, end in prev.row_tiles() if last < end), None)
-    return row if row is not None and max(first, 0) < row <= last and (row == prev.stored_early() or stored_late(prev, row)) else None
+    if row is None or not max(first, 0) < row <= last:
+        return None
+    return row if row == prev.stored_early() or stored_late(prev, row) else None
 
 
 def _split(ops: list[Op], rows: int) -> list[Op]:
@@ -347,18 +349,13 @@ def _room(layer: GemmLayer, tiles: list[Tile], moved: float, config: ArchConfig)
     two back from it, past the last reader) and restate the load registers first; None if there is none."""
     readers = _readers(layer)
     steps = [step for tile in tiles for step in tile.steps]
-    after_tile = {len([x for tile in tiles[:k + 1] for x in tile.steps]) - 1: tile.operands
-                  for k, tile in enumerate(tiles)}
+    lasts = [len([x for tile in tiles[:k + 1] for x in tile.steps]) - 1 for k in range(len(tiles))]
+    after_tile = {g: load_cycles(as_instrs(tile.operands), config) for g, tile in zip(lasts, tiles)}
     loads = [load_cycles(as_instrs([*step.shared, *step.loads]), config) for step in steps]
     arrays = [products_cycles(step, config) for step in steps]
 
     def finish(insert: int | None) -> float:
-        loaded, ends = 0.0, []
-        for g in range(len(steps)):
-            loaded = max(loaded, ends[g - 2] if g >= 2 else 0.0) + (moved if g == insert else 0.0) + loads[g]
-            ends.append(max(loaded, ends[-1] if ends else 0.0) + arrays[g])
-            loaded += load_cycles(as_instrs(after_tile.get(g, [])), config)
-        return ends[-1]
+        return step_times(loads, arrays, after_tile, {insert: moved} if insert is not None else None)[1][-1]
     alone = finish(None)
     return next((j for j in range(readers + 2, len(steps)) if steps[j - 1].loads and steps[j].loads
                  and [*steps[j].shared, *steps[j].loads][0].mnemonic == "CONFIG_LOAD" and finish(j) <= alone), None)

@@ -46,3 +46,22 @@ def products_cycles(step: Step, config: ArchConfig) -> int:
 def as_instrs(ops: list[Op]) -> list[Instr]:
     """The ops as the instructions they encode (to read their registers and extents)."""
     return [make_instr(op.mnemonic, **op.fields) for op in ops]
+
+
+def step_times(loads: list[float], arrays: list[float], after: dict[int, float],
+               extra: dict[int, float] | None = None) -> tuple[list[float], list[float]]:
+    """The double-buffered pipeline's static timing of a layer's steps (pipeline.py): a step's loads start once the
+    loads before them are done and the step two back has left the array (its slot), its matrix work once they are in
+    and the step before is done. `loads` and `arrays` are each step's load and matrix cycles, `after` the load cycles
+    a step's tile adds after it (its residual operands), `extra` load cycles inserted before a step's loads. Returns,
+    by step, when the load engine is done with what comes before the step's loads, and when its matrix work ends."""
+    extra = extra or {}
+    free: list[float] = []
+    ends: list[float] = []
+    loaded = 0.0
+    for g, (load, array) in enumerate(zip(loads, arrays)):
+        free.append(loaded)
+        loaded = max(loaded, ends[g - 2] if g >= 2 else 0.0) + extra.get(g, 0.0) + load
+        ends.append(max(loaded, ends[-1] if ends else 0.0) + array)
+        loaded += after.get(g, 0.0)
+    return free, ends
